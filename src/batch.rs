@@ -1,0 +1,170 @@
+//! A batch: the records of one poll, classified, with the offsets their
+//! commit will acknowledge. Pure: no I/O.
+//!
+//! Within a batch the same message id twice counts once (the later record is
+//! a duplicate and never reaches the database twice). The offsets to commit
+//! are, per partition, the highest offset of the batch + 1; they are handed to
+//! Kafka only after the batch's database transaction committed.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::event::{self, Header, OrderPlaced, ParkReason, Rejection};
+use crate::window::DedupWindow;
+
+/// A record as polled from Kafka, owned so a batch can outlive the poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundRecord {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The record key (the order id); kept for the DLQ copy.
+    pub key: Option<Vec<u8>>,
+    pub payload: Option<Vec<u8>>,
+    pub headers: Vec<Header>,
+}
+
+/// What a batch does with one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Valid and inside the dedup window: goes to the ledger, which decides
+    /// whether it is fresh or a duplicate.
+    Candidate(OrderPlaced),
+    /// Its message id appeared earlier in the same batch.
+    DuplicateInBatch,
+    /// Not applicable: parked with this reason.
+    Parked(Rejection),
+}
+
+/// One record and its disposition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    pub record: InboundRecord,
+    pub disposition: Disposition,
+}
+
+/// Classifies records in poll order: decode and validate, check the dedup
+/// window, and mark repeated message ids as in-batch duplicates.
+pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Vec<Classified> {
+    let mut seen = HashSet::with_capacity(records.len());
+    records
+        .into_iter()
+        .map(|record| {
+            let disposition = match event::decode(record.payload.as_deref(), &record.headers) {
+                Err(rejection) => Disposition::Parked(rejection),
+                Ok(order) => match window.check(order.event_day()) {
+                    Some(reason) => Disposition::Parked(Rejection {
+                        reason,
+                        detail: format!("event day {} has no ledger partition", order.event_day()),
+                        message_id: Some(order.message_id),
+                    }),
+                    None if !seen.insert(order.message_id) => Disposition::DuplicateInBatch,
+                    None => Disposition::Candidate(order),
+                },
+            };
+            Classified {
+                record,
+                disposition,
+            }
+        })
+        .collect()
+}
+
+/// A parked record with the reason it carries.
+pub fn park_reason(classified: &Classified) -> Option<ParkReason> {
+    match &classified.disposition {
+        Disposition::Parked(rejection) => Some(rejection.reason),
+        _ => None,
+    }
+}
+
+/// A topic partition.
+pub type PartitionKey = (String, i32);
+
+/// Per partition, the next offset to consume after these records: the
+/// highest offset seen + 1. This is what Kafka's committed offset means.
+pub fn next_offsets<'a>(
+    records: impl IntoIterator<Item = &'a InboundRecord>,
+) -> BTreeMap<PartitionKey, i64> {
+    let mut next: BTreeMap<PartitionKey, i64> = BTreeMap::new();
+    for record in records {
+        let entry = next
+            .entry((record.topic.clone(), record.partition))
+            .or_insert(record.offset + 1);
+        *entry = (*entry).max(record.offset + 1);
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::OrderLine;
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    fn record(partition: i32, offset: i64, payload: Vec<u8>) -> InboundRecord {
+        InboundRecord {
+            topic: "t".into(),
+            partition,
+            offset,
+            key: None,
+            payload: Some(payload),
+            headers: vec![],
+        }
+    }
+
+    fn event(id: Uuid) -> OrderPlaced {
+        OrderPlaced {
+            message_id: id,
+            order_id: "O-1".into(),
+            occurred_at: Utc::now(),
+            lines: vec![OrderLine {
+                sku: "S".into(),
+                quantity: 1,
+            }],
+        }
+    }
+
+    fn today_window() -> DedupWindow {
+        DedupWindow::new([Utc::now().date_naive()])
+    }
+
+    #[test]
+    fn the_same_id_twice_in_a_batch_counts_once() {
+        let id = Uuid::new_v4();
+        let batch = classify(
+            vec![record(0, 1, event(id).to_json()), record(3, 9, event(id).to_json())],
+            &today_window(),
+        );
+        assert!(matches!(batch[0].disposition, Disposition::Candidate(_)));
+        assert_eq!(batch[1].disposition, Disposition::DuplicateInBatch);
+    }
+
+    #[test]
+    fn invalid_records_are_parked_with_their_reason() {
+        let batch = classify(vec![record(0, 1, b"nope".to_vec())], &today_window());
+        assert_eq!(park_reason(&batch[0]), Some(ParkReason::MalformedJson));
+    }
+
+    #[test]
+    fn events_outside_the_window_are_parked() {
+        let batch = classify(
+            vec![record(0, 1, event(Uuid::new_v4()).to_json())],
+            &DedupWindow::default(),
+        );
+        assert_eq!(park_reason(&batch[0]), Some(ParkReason::OutsideDedupWindow));
+    }
+
+    #[test]
+    fn next_offsets_are_the_highest_offset_plus_one_per_partition() {
+        let records = [
+            record(0, 5, vec![]),
+            record(1, 7, vec![]),
+            record(0, 6, vec![]),
+            record(1, 3, vec![]),
+        ];
+        let next = next_offsets(&records);
+        assert_eq!(next[&("t".to_string(), 0)], 7);
+        assert_eq!(next[&("t".to_string(), 1)], 8);
+    }
+}

@@ -1,0 +1,277 @@
+//! Configuration in one place (SPEC §8): every option is a flag and an
+//! environment variable, validated at start-up. A bad value is reported on
+//! one line naming the variable; a secret (the password in `DATABASE_URL`, a
+//! `KAFKA_PROPERTY_*` value) is never echoed.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::kafka::KafkaSettings;
+
+/// Prefix of environment variables passed to librdkafka:
+/// `KAFKA_PROPERTY_SASL_PASSWORD=x` sets `sasl.password=x`.
+pub const KAFKA_PROPERTY_PREFIX: &str = "KAFKA_PROPERTY_";
+
+/// Properties an operator may not override: they carry the guarantee that an
+/// offset is committed only after the database commit.
+const PROTECTED_PROPERTIES: [&str; 3] = ["enable.auto.commit", "enable.auto.offset.store", "group.id"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "inventory-inbox",
+    version,
+    about = "Reserves stock in PostgreSQL exactly once per OrderPlaced event from Kafka"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consume the topic and apply every event exactly once.
+    Run(RunArgs),
+    /// Apply the database migrations and create the ledger partitions.
+    Migrate(DatabaseArgs),
+    /// Create ledger partitions ahead and drop those past the retention.
+    Maintain(DatabaseArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL (its password is never logged).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://inventory:inventory@127.0.0.1:5432/inventory",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub database_url: String,
+
+    /// Days of ledger partitions kept behind today: the dedup window.
+    #[arg(long, env = "INBOX_RETENTION_DAYS", default_value_t = 14,
+          value_parser = clap::value_parser!(i32).range(1..=3650))]
+    pub inbox_retention_days: i32,
+}
+
+/// How records are grouped into transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Strategy {
+    /// Up to BATCH_MAX_RECORDS records per transaction and offset commit.
+    Batch,
+    /// The classic inbox, as a baseline: one transaction and one offset commit
+    /// per record.
+    PerRecord,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "KAFKA_BOOTSTRAP_SERVERS", default_value = "127.0.0.1:9092")]
+    pub kafka_bootstrap_servers: String,
+
+    /// Topic of OrderPlaced events.
+    #[arg(long, env = "KAFKA_TOPIC", default_value = "orders.placed.v1")]
+    pub kafka_topic: String,
+
+    /// Consumer group.
+    #[arg(long, env = "KAFKA_GROUP_ID", default_value = "inventory-allocation-service")]
+    pub kafka_group_id: String,
+
+    /// Logical consumer name in the ledger: stable across pods, restarts and
+    /// group ids.
+    #[arg(long, env = "INBOX_CONSUMER_NAME", default_value = "inventory-allocation-service")]
+    pub inbox_consumer_name: String,
+
+    /// Most records in one batch (one transaction).
+    #[arg(long, env = "BATCH_MAX_RECORDS", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_max_records: u32,
+
+    /// How long a batch waits for more records after its first one.
+    #[arg(long, env = "BATCH_LINGER_MS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub batch_linger_ms: u64,
+
+    /// Database connections.
+    #[arg(long, env = "DB_POOL_SIZE", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub db_pool_size: u32,
+
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9464")]
+    pub metrics_addr: SocketAddr,
+
+    /// Topic receiving copies of parked records; empty disables it.
+    #[arg(long, env = "DLQ_TOPIC", default_value = "orders.placed.v1.dlq")]
+    pub dlq_topic: String,
+
+    /// Transaction strategy.
+    #[arg(long, env = "INBOX_STRATEGY", value_enum, default_value_t = Strategy::Batch)]
+    pub strategy: Strategy,
+
+    /// Extra librdkafka property as key=value (repeatable); also every
+    /// KAFKA_PROPERTY_<NAME> variable, NAME lower-cased with '_' -> '.'.
+    #[arg(long = "kafka-property", value_name = "KEY=VALUE")]
+    pub kafka_property: Vec<String>,
+}
+
+/// A configuration error: one line, naming the variable or flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+impl RunArgs {
+    /// Records per transaction for the chosen strategy.
+    pub fn max_records(&self) -> usize {
+        match self.strategy {
+            Strategy::Batch => self.batch_max_records as usize,
+            Strategy::PerRecord => 1,
+        }
+    }
+
+    pub fn linger(&self) -> Duration {
+        match self.strategy {
+            Strategy::Batch => Duration::from_millis(self.batch_linger_ms),
+            Strategy::PerRecord => Duration::ZERO,
+        }
+    }
+
+    /// Validates what clap cannot, and gathers the Kafka settings from the
+    /// flags and the environment.
+    pub fn kafka_settings(
+        &self,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<KafkaSettings, ConfigError> {
+        for (name, value) in [
+            ("KAFKA_BOOTSTRAP_SERVERS", &self.kafka_bootstrap_servers),
+            ("KAFKA_TOPIC", &self.kafka_topic),
+            ("KAFKA_GROUP_ID", &self.kafka_group_id),
+            ("INBOX_CONSUMER_NAME", &self.inbox_consumer_name),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ConfigError(format!("{name} must not be empty")));
+            }
+        }
+        let mut properties = Vec::new();
+        for (name, value) in environment {
+            if let Some(suffix) = name.strip_prefix(KAFKA_PROPERTY_PREFIX) {
+                if suffix.is_empty() {
+                    return Err(ConfigError(format!(
+                        "{name}: a property name must follow {KAFKA_PROPERTY_PREFIX}"
+                    )));
+                }
+                properties.push((suffix.to_ascii_lowercase().replace('_', "."), value, name));
+            }
+        }
+        for flag in &self.kafka_property {
+            let Some((key, value)) = flag.split_once('=') else {
+                return Err(ConfigError(
+                    "--kafka-property: expected KEY=VALUE (the value is not shown)".into(),
+                ));
+            };
+            properties.push((key.trim().to_owned(), value.to_owned(), "--kafka-property".into()));
+        }
+        for (key, _, origin) in &properties {
+            if key.is_empty() {
+                return Err(ConfigError(format!("{origin}: empty property name")));
+            }
+            if PROTECTED_PROPERTIES.contains(&key.as_str()) {
+                return Err(ConfigError(format!(
+                    "{origin}: {key} is managed by the service (offsets are committed only after the database commit)"
+                )));
+            }
+        }
+        Ok(KafkaSettings {
+            bootstrap_servers: self.kafka_bootstrap_servers.clone(),
+            properties: properties.into_iter().map(|(k, v, _)| (k, v)).collect(),
+        })
+    }
+}
+
+/// Renders a clap error as one line (help and version are not errors).
+pub fn one_line(error: &clap::Error) -> String {
+    let rendered = error.to_string();
+    let first = rendered.lines().next().unwrap_or("invalid arguments").trim();
+    first.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut argv = vec!["inventory-inbox", "run"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Run(run) => run,
+            _ => unreachable!("run was parsed"),
+        })
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let args = run_args(&[]).unwrap();
+        assert_eq!(args.kafka_topic, "orders.placed.v1");
+        assert_eq!(args.batch_max_records, 100);
+        assert_eq!(args.batch_linger_ms, 5);
+        assert_eq!(args.dlq_topic, "orders.placed.v1.dlq");
+        assert_eq!(args.database.inbox_retention_days, 14);
+        assert_eq!(args.metrics_addr.to_string(), "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn a_bad_number_names_the_variable_on_one_line() {
+        let error = run_args(&["--batch-max-records", "lots"]).unwrap_err();
+        let line = one_line(&error);
+        assert!(line.contains("BATCH_MAX_RECORDS"), "{line}");
+        assert!(!line.contains('\n'));
+        let error = run_args(&["--batch-max-records", "0"]).unwrap_err();
+        assert!(one_line(&error).contains("BATCH_MAX_RECORDS"));
+    }
+
+    #[test]
+    fn kafka_properties_come_from_the_environment_and_flags() {
+        let args = run_args(&["--kafka-property", "security.protocol=SASL_SSL"]).unwrap();
+        let settings = args
+            .kafka_settings([
+                ("KAFKA_PROPERTY_SASL_PASSWORD".to_string(), "s3cret".to_string()),
+                ("PATH".to_string(), "/bin".to_string()),
+            ])
+            .unwrap();
+        assert!(settings
+            .properties
+            .contains(&("sasl.password".to_string(), "s3cret".to_string())));
+        assert!(settings
+            .properties
+            .contains(&("security.protocol".to_string(), "SASL_SSL".to_string())));
+    }
+
+    #[test]
+    fn guarantees_cannot_be_overridden_and_secrets_are_not_echoed() {
+        let args = run_args(&[]).unwrap();
+        let error = args
+            .kafka_settings([(
+                "KAFKA_PROPERTY_ENABLE_AUTO_COMMIT".to_string(),
+                "true".to_string(),
+            )])
+            .unwrap_err();
+        assert!(error.to_string().contains("KAFKA_PROPERTY_ENABLE_AUTO_COMMIT"));
+        let args = run_args(&["--kafka-property", "sasl.passwordhunter2"]).unwrap();
+        let error = args.kafka_settings([]).unwrap_err().to_string();
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn per_record_strategy_means_one_record_per_transaction() {
+        let args = run_args(&["--strategy", "per-record"]).unwrap();
+        assert_eq!(args.max_records(), 1);
+        assert_eq!(args.linger(), Duration::ZERO);
+    }
+}

@@ -1,0 +1,743 @@
+//! The `OrderPlaced` event: decoding and validation, pure and without I/O.
+//!
+//! `decode` turns the raw bytes and headers of a Kafka record into either a
+//! valid [`OrderPlaced`] or a [`Rejection`] carrying one of the parking
+//! reasons of SPEC §6. It never panics, whatever the bytes (property-tested
+//! and fuzzed). The same types encode events for the load generator and the
+//! tests, so there is exactly one definition of the schema.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use simd_json::prelude::*;
+use uuid::Uuid;
+
+/// Largest accepted payload (SPEC §4).
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+/// Most lines one order may carry.
+pub const MAX_LINES: usize = 100;
+/// Largest quantity of one line.
+pub const MAX_QUANTITY: i32 = 10_000;
+/// Longest `order_id` or `sku`.
+pub const MAX_IDENTIFIER_CHARS: usize = 128;
+/// The only event type this consumer accepts.
+pub const EVENT_TYPE: &str = "OrderPlaced";
+/// The only schema version this consumer accepts.
+pub const SCHEMA_VERSION: u64 = 1;
+/// CloudEvents Kafka binding header carrying the event id.
+pub const HEADER_CE_ID: &str = "ce_id";
+/// CloudEvents Kafka binding header carrying the event time.
+pub const HEADER_CE_TIME: &str = "ce_time";
+
+/// One Kafka record header, as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+}
+
+/// A valid `OrderPlaced` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderPlaced {
+    /// The dedup identity: `ce_id` header, else the payload's `event_id`.
+    pub message_id: Uuid,
+    /// The order, also the record key and the reservation's business key.
+    pub order_id: String,
+    /// When the order was placed; its UTC date is the event's `event_day`.
+    pub occurred_at: DateTime<Utc>,
+    /// Distinct SKUs, each with a quantity in 1..=10,000.
+    pub lines: Vec<OrderLine>,
+}
+
+/// One line of an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLine {
+    pub sku: String,
+    pub quantity: i32,
+}
+
+impl OrderPlaced {
+    /// The partition key of the ledger: the UTC date of the event time.
+    pub fn event_day(&self) -> NaiveDate {
+        self.occurred_at.date_naive()
+    }
+
+    /// The canonical JSON payload of this event (SPEC §4), with `event_id`
+    /// equal to the message id.
+    pub fn to_json(&self) -> Vec<u8> {
+        let lines: Vec<serde_json::Value> = self
+            .lines
+            .iter()
+            .map(|line| serde_json::json!({"sku": line.sku, "quantity": line.quantity}))
+            .collect();
+        serde_json::to_vec(&serde_json::json!({
+            "event_id": self.message_id.to_string(),
+            "event_type": EVENT_TYPE,
+            "schema_version": SCHEMA_VERSION,
+            "order_id": self.order_id,
+            "occurred_at": self.occurred_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            "lines": lines,
+        }))
+        .expect("a JSON value always serialises")
+    }
+}
+
+/// Why a record was parked instead of applied (SPEC §6). The string forms are
+/// the reason codes stored in `inbox_parked.reason` and used as metric labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParkReason {
+    MalformedJson,
+    MissingEventId,
+    InvalidEventId,
+    EventIdMismatch,
+    MissingEventTime,
+    UnsupportedEventType,
+    UnsupportedSchemaVersion,
+    InvalidField,
+    PayloadTooLarge,
+    UnknownSku,
+    OutsideDedupWindow,
+    EventTimeInFuture,
+    EventIdConflict,
+    DbRejected,
+}
+
+impl ParkReason {
+    /// Every reason, in the order of SPEC §6.
+    pub const ALL: [ParkReason; 14] = [
+        ParkReason::MalformedJson,
+        ParkReason::MissingEventId,
+        ParkReason::InvalidEventId,
+        ParkReason::EventIdMismatch,
+        ParkReason::MissingEventTime,
+        ParkReason::UnsupportedEventType,
+        ParkReason::UnsupportedSchemaVersion,
+        ParkReason::InvalidField,
+        ParkReason::PayloadTooLarge,
+        ParkReason::UnknownSku,
+        ParkReason::OutsideDedupWindow,
+        ParkReason::EventTimeInFuture,
+        ParkReason::EventIdConflict,
+        ParkReason::DbRejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParkReason::MalformedJson => "malformed_json",
+            ParkReason::MissingEventId => "missing_event_id",
+            ParkReason::InvalidEventId => "invalid_event_id",
+            ParkReason::EventIdMismatch => "event_id_mismatch",
+            ParkReason::MissingEventTime => "missing_event_time",
+            ParkReason::UnsupportedEventType => "unsupported_event_type",
+            ParkReason::UnsupportedSchemaVersion => "unsupported_schema_version",
+            ParkReason::InvalidField => "invalid_field",
+            ParkReason::PayloadTooLarge => "payload_too_large",
+            ParkReason::UnknownSku => "unknown_sku",
+            ParkReason::OutsideDedupWindow => "outside_dedup_window",
+            ParkReason::EventTimeInFuture => "event_time_in_future",
+            ParkReason::EventIdConflict => "event_id_conflict",
+            ParkReason::DbRejected => "db_rejected",
+        }
+    }
+
+    /// The reason for a code as stored in the database.
+    pub fn from_code(code: &str) -> Option<ParkReason> {
+        ParkReason::ALL.into_iter().find(|r| r.as_str() == code)
+    }
+}
+
+impl fmt::Display for ParkReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A record that cannot be applied: the reason code, a human explanation, and
+/// the message id when one could be read (parked rows keep it for search).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: ParkReason,
+    pub detail: String,
+    pub message_id: Option<Uuid>,
+}
+
+impl Rejection {
+    fn new(reason: ParkReason, detail: impl Into<String>) -> Self {
+        Rejection {
+            reason,
+            detail: detail.into(),
+            message_id: None,
+        }
+    }
+}
+
+/// Decodes and validates one record. Pure: the same input always gives the
+/// same answer, and no input makes it panic.
+pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced, Rejection> {
+    let payload = payload.unwrap_or_default();
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(Rejection::new(
+            ParkReason::PayloadTooLarge,
+            format!("payload is {} bytes, limit {MAX_PAYLOAD_BYTES}", payload.len()),
+        ));
+    }
+    if payload.is_empty() {
+        return Err(Rejection::new(ParkReason::MalformedJson, "empty payload"));
+    }
+    // simd-json parses in place, so it needs its own copy of the bytes.
+    let mut buffer = payload.to_vec();
+    let document = simd_json::to_borrowed_value(&mut buffer)
+        .map_err(|e| Rejection::new(ParkReason::MalformedJson, format!("invalid JSON: {e}")))?;
+    let Some(object) = document.as_object() else {
+        return Err(Rejection::new(
+            ParkReason::MalformedJson,
+            "payload is not a JSON object",
+        ));
+    };
+    let field = |name: &str| object.get(name);
+
+    match field("event_type").map(|v| v.as_str()) {
+        Some(Some(EVENT_TYPE)) => {}
+        Some(Some(other)) => {
+            return Err(Rejection::new(
+                ParkReason::UnsupportedEventType,
+                format!("event_type {:?}", truncate(other)),
+            ))
+        }
+        _ => {
+            return Err(Rejection::new(
+                ParkReason::UnsupportedEventType,
+                "event_type is missing or not a string",
+            ))
+        }
+    }
+    if field("schema_version").and_then(|v| v.as_u64()) != Some(SCHEMA_VERSION) {
+        return Err(Rejection::new(
+            ParkReason::UnsupportedSchemaVersion,
+            "schema_version is not 1",
+        ));
+    }
+
+    let message_id = message_id(field("event_id"), headers)?;
+    let with_id = |reason, detail: String| Rejection {
+        reason,
+        detail,
+        message_id: Some(message_id),
+    };
+
+    let occurred_at = match field("occurred_at") {
+        Some(value) => match value.as_str() {
+            Some(text) => parse_time(text).ok_or_else(|| {
+                with_id(
+                    ParkReason::InvalidField,
+                    format!("occurred_at {:?} is not RFC 3339", truncate(text)),
+                )
+            })?,
+            None => {
+                return Err(with_id(
+                    ParkReason::InvalidField,
+                    "occurred_at is not a string".into(),
+                ))
+            }
+        },
+        None => match header_text(headers, HEADER_CE_TIME) {
+            Some(text) => parse_time(text).ok_or_else(|| {
+                with_id(
+                    ParkReason::InvalidField,
+                    format!("ce_time {:?} is not RFC 3339", truncate(text)),
+                )
+            })?,
+            None => {
+                return Err(with_id(
+                    ParkReason::MissingEventTime,
+                    "neither occurred_at nor ce_time".into(),
+                ))
+            }
+        },
+    };
+
+    let order_id = match field("order_id").and_then(|v| v.as_str()) {
+        Some(id) if is_identifier(id) => id.to_owned(),
+        _ => {
+            return Err(with_id(
+                ParkReason::InvalidField,
+                "order_id must be 1-128 chars of [A-Za-z0-9._:-]".into(),
+            ))
+        }
+    };
+
+    let Some(raw_lines) = field("lines").and_then(|v| v.as_array()) else {
+        return Err(with_id(
+            ParkReason::InvalidField,
+            "lines is missing or not an array".into(),
+        ));
+    };
+    if raw_lines.is_empty() || raw_lines.len() > MAX_LINES {
+        return Err(with_id(
+            ParkReason::InvalidField,
+            format!("an order has 1-{MAX_LINES} lines, not {}", raw_lines.len()),
+        ));
+    }
+    let mut lines = Vec::with_capacity(raw_lines.len());
+    let mut skus = HashSet::with_capacity(raw_lines.len());
+    for (index, raw) in raw_lines.iter().enumerate() {
+        let sku = match raw.get("sku").and_then(|v| v.as_str()) {
+            Some(sku) if is_identifier(sku) => sku,
+            _ => {
+                return Err(with_id(
+                    ParkReason::InvalidField,
+                    format!("lines[{index}].sku must be 1-128 chars of [A-Za-z0-9._:-]"),
+                ))
+            }
+        };
+        let quantity = match raw.get("quantity").and_then(|v| v.as_i64()) {
+            Some(q) if (1..=i64::from(MAX_QUANTITY)).contains(&q) => q as i32,
+            _ => {
+                return Err(with_id(
+                    ParkReason::InvalidField,
+                    format!("lines[{index}].quantity must be an integer in 1-{MAX_QUANTITY}"),
+                ))
+            }
+        };
+        if !skus.insert(sku) {
+            return Err(with_id(
+                ParkReason::InvalidField,
+                format!("sku {sku:?} appears more than once"),
+            ));
+        }
+        lines.push(OrderLine {
+            sku: sku.to_owned(),
+            quantity,
+        });
+    }
+
+    Ok(OrderPlaced {
+        message_id,
+        order_id,
+        occurred_at,
+        lines,
+    })
+}
+
+/// The dedup identity: `ce_id` when present, else `event_id`; both present
+/// and different is a producer error, not something to guess about.
+fn message_id(
+    payload_id: Option<&simd_json::BorrowedValue<'_>>,
+    headers: &[Header],
+) -> Result<Uuid, Rejection> {
+    let payload_id = match payload_id {
+        Some(value) => match value.as_str() {
+            Some(text) => Some(parse_uuid(text, "event_id")?),
+            None => {
+                return Err(Rejection::new(
+                    ParkReason::InvalidEventId,
+                    "event_id is not a string",
+                ))
+            }
+        },
+        None => None,
+    };
+    let header_id = match header(headers, HEADER_CE_ID) {
+        Some(value) => {
+            let text = value
+                .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                .ok_or_else(|| {
+                    Rejection::new(ParkReason::InvalidEventId, "ce_id header is not UTF-8")
+                })?;
+            Some(parse_uuid(text, "ce_id")?)
+        }
+        None => None,
+    };
+    match (header_id, payload_id) {
+        (Some(h), Some(p)) if h != p => Err(Rejection {
+            reason: ParkReason::EventIdMismatch,
+            detail: format!("ce_id {h} differs from event_id {p}"),
+            message_id: Some(h),
+        }),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => Err(Rejection::new(
+            ParkReason::MissingEventId,
+            "neither ce_id nor event_id",
+        )),
+    }
+}
+
+fn parse_uuid(text: &str, name: &str) -> Result<Uuid, Rejection> {
+    Uuid::parse_str(text).map_err(|_| {
+        Rejection::new(
+            ParkReason::InvalidEventId,
+            format!("{name} {:?} is not a UUID", truncate(text)),
+        )
+    })
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// `order_id` and `sku`: 1-128 chars of `[A-Za-z0-9._:-]`.
+fn is_identifier(text: &str) -> bool {
+    (1..=MAX_IDENTIFIER_CHARS).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// The value of the last header with that key (`Some(None)` for a null value).
+fn header<'a>(headers: &'a [Header], key: &str) -> Option<Option<&'a [u8]>> {
+    headers
+        .iter()
+        .rev()
+        .find(|h| h.key == key)
+        .map(|h| h.value.as_deref())
+}
+
+fn header_text<'a>(headers: &'a [Header], key: &str) -> Option<&'a str> {
+    header(headers, key)
+        .flatten()
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+}
+
+/// Keeps parking details short when a producer sends something huge.
+fn truncate(text: &str) -> &str {
+    match text.char_indices().nth(64) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+/// A stable 64-bit FNV-1a hash of the payload, stored in the ledger so that a
+/// redelivery (same bytes) can be told from an id reused for another payload.
+pub fn payload_hash(payload: &[u8]) -> i64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = payload.iter().fold(OFFSET_BASIS, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    });
+    hash as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn sample() -> OrderPlaced {
+        OrderPlaced {
+            message_id: Uuid::parse_str("6f1c2f8e-3c0b-4f5e-9a59-1d2f0e3b7c11").unwrap(),
+            order_id: "ORD-1001".into(),
+            occurred_at: Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap(),
+            lines: vec![
+                OrderLine {
+                    sku: "SKU-42".into(),
+                    quantity: 2,
+                },
+                OrderLine {
+                    sku: "SKU-7".into(),
+                    quantity: 1,
+                },
+            ],
+        }
+    }
+
+    fn sample_json() -> serde_json::Value {
+        serde_json::from_slice(&sample().to_json()).unwrap()
+    }
+
+    fn reason_of(value: &serde_json::Value, headers: &[Header]) -> ParkReason {
+        let bytes = serde_json::to_vec(value).unwrap();
+        decode(Some(&bytes), headers).unwrap_err().reason
+    }
+
+    fn with(mutate: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) -> ParkReason {
+        let mut value = sample_json();
+        mutate(value.as_object_mut().unwrap());
+        reason_of(&value, &[])
+    }
+
+    fn header_of(key: &str, value: &str) -> Header {
+        Header {
+            key: key.into(),
+            value: Some(value.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn encoded_event_decodes_to_itself() {
+        let event = sample();
+        assert_eq!(decode(Some(&event.to_json()), &[]), Ok(event));
+    }
+
+    #[test]
+    fn spec_example_is_valid() {
+        let spec = br#"{"event_id":"6f1c2f8e-3c0b-4f5e-9a59-1d2f0e3b7c11","event_type":"OrderPlaced",
+ "schema_version":1,"order_id":"ORD-1001","occurred_at":"2026-12-02T12:00:00.123Z",
+ "lines":[{"sku":"SKU-42","quantity":2},{"sku":"SKU-7","quantity":1}]}"#;
+        let event = decode(Some(spec), &[]).unwrap();
+        assert_eq!(event.order_id, "ORD-1001");
+        assert_eq!(event.lines.len(), 2);
+        assert_eq!(
+            event.event_day(),
+            NaiveDate::from_ymd_opt(2026, 12, 2).unwrap()
+        );
+    }
+
+    #[test]
+    fn ce_id_header_is_the_identity_when_present() {
+        let mut value = sample_json();
+        value.as_object_mut().unwrap().remove("event_id");
+        let id = "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11";
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let event = decode(Some(&bytes), &[header_of("ce_id", id)]).unwrap();
+        assert_eq!(event.message_id, Uuid::parse_str(id).unwrap());
+    }
+
+    #[test]
+    fn same_id_in_header_and_payload_is_accepted() {
+        let event = sample();
+        let headers = [header_of("ce_id", &event.message_id.to_string().to_uppercase())];
+        assert_eq!(decode(Some(&event.to_json()), &headers), Ok(event));
+    }
+
+    #[test]
+    fn ce_time_header_is_the_event_time_without_occurred_at() {
+        let mut value = sample_json();
+        value.as_object_mut().unwrap().remove("occurred_at");
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let event = decode(Some(&bytes), &[header_of("ce_time", "2026-11-30T23:59:59+00:00")])
+            .unwrap();
+        assert_eq!(
+            event.event_day(),
+            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
+        );
+    }
+
+    #[test]
+    fn malformed_json_is_parked() {
+        assert_eq!(
+            decode(Some(b"{not json"), &[]).unwrap_err().reason,
+            ParkReason::MalformedJson
+        );
+        assert_eq!(
+            decode(Some(b"[1,2]"), &[]).unwrap_err().reason,
+            ParkReason::MalformedJson
+        );
+        assert_eq!(
+            decode(None, &[]).unwrap_err().reason,
+            ParkReason::MalformedJson
+        );
+    }
+
+    #[test]
+    fn payload_over_64_kib_is_parked() {
+        let big = vec![b' '; MAX_PAYLOAD_BYTES + 1];
+        assert_eq!(
+            decode(Some(&big), &[]).unwrap_err().reason,
+            ParkReason::PayloadTooLarge
+        );
+    }
+
+    #[test]
+    fn missing_event_id_is_parked() {
+        assert_eq!(
+            with(|o| {
+                o.remove("event_id");
+            }),
+            ParkReason::MissingEventId
+        );
+    }
+
+    #[test]
+    fn invalid_event_id_is_parked() {
+        assert_eq!(
+            with(|o| {
+                o.insert("event_id".into(), "not-a-uuid".into());
+            }),
+            ParkReason::InvalidEventId
+        );
+        assert_eq!(
+            with(|o| {
+                o.insert("event_id".into(), 42.into());
+            }),
+            ParkReason::InvalidEventId
+        );
+        let bytes = sample().to_json();
+        let headers = [header_of("ce_id", "nope")];
+        assert_eq!(
+            decode(Some(&bytes), &headers).unwrap_err().reason,
+            ParkReason::InvalidEventId
+        );
+    }
+
+    #[test]
+    fn different_ids_in_header_and_payload_are_parked() {
+        let bytes = sample().to_json();
+        let headers = [header_of("ce_id", "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11")];
+        let rejection = decode(Some(&bytes), &headers).unwrap_err();
+        assert_eq!(rejection.reason, ParkReason::EventIdMismatch);
+        assert!(rejection.message_id.is_some());
+    }
+
+    #[test]
+    fn missing_event_time_is_parked() {
+        assert_eq!(
+            with(|o| {
+                o.remove("occurred_at");
+            }),
+            ParkReason::MissingEventTime
+        );
+    }
+
+    #[test]
+    fn unparseable_event_time_is_an_invalid_field() {
+        assert_eq!(
+            with(|o| {
+                o.insert("occurred_at".into(), "yesterday".into());
+            }),
+            ParkReason::InvalidField
+        );
+    }
+
+    #[test]
+    fn other_event_types_are_parked() {
+        assert_eq!(
+            with(|o| {
+                o.insert("event_type".into(), "OrderCancelled".into());
+            }),
+            ParkReason::UnsupportedEventType
+        );
+        assert_eq!(
+            with(|o| {
+                o.remove("event_type");
+            }),
+            ParkReason::UnsupportedEventType
+        );
+    }
+
+    #[test]
+    fn other_schema_versions_are_parked() {
+        for version in [serde_json::json!(2), serde_json::json!("1"), serde_json::Value::Null] {
+            assert_eq!(
+                with(|o| {
+                    o.insert("schema_version".into(), version);
+                }),
+                ParkReason::UnsupportedSchemaVersion
+            );
+        }
+    }
+
+    #[test]
+    fn field_limits_are_enforced() {
+        let cases: Vec<Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>> = vec![
+            Box::new(|o| {
+                o.insert("order_id".into(), "".into());
+            }),
+            Box::new(|o| {
+                o.insert("order_id".into(), "x".repeat(129).into());
+            }),
+            Box::new(|o| {
+                o.insert("order_id".into(), "ORD 1".into());
+            }),
+            Box::new(|o| {
+                o.insert("lines".into(), serde_json::json!([]));
+            }),
+            Box::new(|o| {
+                let lines: Vec<_> = (0..101)
+                    .map(|i| serde_json::json!({"sku": format!("S{i}"), "quantity": 1}))
+                    .collect();
+                o.insert("lines".into(), lines.into());
+            }),
+            Box::new(|o| {
+                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 0}]));
+            }),
+            Box::new(|o| {
+                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 10001}]));
+            }),
+            Box::new(|o| {
+                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 1.5}]));
+            }),
+            Box::new(|o| {
+                o.insert("lines".into(), serde_json::json!([{"sku": "A/B", "quantity": 1}]));
+            }),
+            Box::new(|o| {
+                o.insert(
+                    "lines".into(),
+                    serde_json::json!([{"sku": "A", "quantity": 1}, {"sku": "A", "quantity": 2}]),
+                );
+            }),
+        ];
+        for (index, case) in cases.iter().enumerate() {
+            assert_eq!(with(case), ParkReason::InvalidField, "case {index}");
+        }
+        // The edges themselves are accepted.
+        let mut value = sample_json();
+        let lines: Vec<_> = (0..100)
+            .map(|i| serde_json::json!({"sku": format!("S{i}"), "quantity": if i == 0 { 10_000 } else { 1 }}))
+            .collect();
+        value["lines"] = lines.into();
+        value["order_id"] = "o".repeat(128).into();
+        assert!(decode(Some(&serde_json::to_vec(&value).unwrap()), &[]).is_ok());
+    }
+
+    #[test]
+    fn every_reason_has_a_distinct_code() {
+        let codes: HashSet<_> = ParkReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(codes.len(), ParkReason::ALL.len());
+        for reason in ParkReason::ALL {
+            assert_eq!(ParkReason::from_code(reason.as_str()), Some(reason));
+        }
+    }
+
+    #[test]
+    fn payload_hash_is_stable_and_discriminating() {
+        assert_eq!(payload_hash(b""), 0xcbf2_9ce4_8422_2325_u64 as i64);
+        assert_eq!(payload_hash(b"a"), 0xaf63_dc4c_8601_ec8c_u64 as i64);
+        assert_ne!(payload_hash(b"ab"), payload_hash(b"ba"));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode(Some(&bytes), &[]);
+        }
+
+        #[test]
+        fn arbitrary_json_text_never_panics(text in "[{}\\[\\]\":,0-9a-z_ .\\-]{0,200}") {
+            let _ = decode(Some(text.as_bytes()), &[header_of("ce_time", &text)]);
+        }
+
+        #[test]
+        fn mutated_valid_events_never_panic(
+            position in 0usize..200,
+            byte in any::<u8>(),
+            header in proptest::option::of("[ -~]{0,40}"),
+        ) {
+            let mut bytes = sample().to_json();
+            let position = position % bytes.len();
+            bytes[position] = byte;
+            let headers: Vec<Header> = header.iter().map(|h| header_of("ce_id", h)).collect();
+            let _ = decode(Some(&bytes), &headers);
+        }
+
+        #[test]
+        fn valid_events_round_trip(
+            order in "[A-Za-z0-9._:-]{1,128}",
+            quantities in proptest::collection::vec(1i32..=10_000, 1..20),
+            seconds in 0i64..4_000_000_000,
+        ) {
+            let event = OrderPlaced {
+                message_id: Uuid::new_v4(),
+                order_id: order,
+                occurred_at: Utc.timestamp_millis_opt(seconds * 1000).unwrap(),
+                lines: quantities.iter().enumerate()
+                    .map(|(i, q)| OrderLine { sku: format!("SKU-{i}"), quantity: *q })
+                    .collect(),
+            };
+            prop_assert_eq!(decode(Some(&event.to_json()), &[]), Ok(event));
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The Kafka side: client configuration, the consumer context (rebalances,
+//! offset commits, lag), and the DLQ producer.
+//!
+//! Invariant: an offset reaches Kafka only after the database transaction of
+//! the batch containing the record before it committed. The pipeline records
+//! those offsets in [`CommittedOffsets`] right after the DB commit; the
+//! context commits them synchronously when partitions are revoked, before
+//! librdkafka releases them (cooperative-sticky assignment), and forgets
+//! them, so a partition's new owner starts exactly where the database is.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaResult;
+use rdkafka::message::{Header as KafkaHeader, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::statistics::Statistics;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::batch::{InboundRecord, PartitionKey};
+use crate::event::Header;
+use crate::metrics::Metrics;
+use crate::parked::ParkedRow;
+
+/// Where the cluster is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct KafkaSettings {
+    pub bootstrap_servers: String,
+    /// Extra librdkafka properties (TLS, SASL...). Values may be secrets:
+    /// never log them.
+    pub properties: Vec<(String, String)>,
+}
+
+impl KafkaSettings {
+    /// The common configuration of every client of the service.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.bootstrap_servers);
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        config
+    }
+
+    /// The consumer: explicit offset commits only, cooperative rebalancing,
+    /// earliest reset (an inventory consumer must never skip events; the
+    /// ledger makes rereading safe), lag statistics every few seconds.
+    pub fn consumer_config(&self, group_id: &str) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &self.bootstrap_servers)
+            .set("group.id", group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("partition.assignment.strategy", "cooperative-sticky")
+            .set("statistics.interval.ms", "5000")
+            .set("fetch.wait.max.ms", "100");
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        // Properties given by the operator must not undo the guarantee.
+        config
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false");
+        config
+    }
+}
+
+/// Offsets whose batches are committed in the database, per partition: the
+/// next offset to consume. Shared by the pipeline (which raises them after
+/// each DB commit) and the rebalance callback (which commits them on revoke).
+#[derive(Debug, Default)]
+pub struct CommittedOffsets {
+    next: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// Partitions revoked since the pipeline last looked: records of these
+    /// still held in memory must be dropped (their new owner rereads them).
+    revoked: Mutex<Vec<PartitionKey>>,
+}
+
+impl CommittedOffsets {
+    /// Records offsets after a DB commit; never moves an offset backwards.
+    pub fn advance(&self, offsets: &BTreeMap<PartitionKey, i64>) {
+        let mut next = self.next.lock().expect("offsets lock");
+        for (key, offset) in offsets {
+            let entry = next.entry(key.clone()).or_insert(*offset);
+            *entry = (*entry).max(*offset);
+        }
+    }
+
+    /// Every tracked offset, as a list to commit.
+    pub fn all(&self) -> TopicPartitionList {
+        to_list(self.next.lock().expect("offsets lock").iter())
+    }
+
+    /// Partitions revoked since the last call.
+    pub fn take_revoked(&self) -> Vec<PartitionKey> {
+        std::mem::take(&mut *self.revoked.lock().expect("revoked lock"))
+    }
+
+    /// Removes and returns the offsets of the revoked partitions.
+    fn release(&self, revoked: &TopicPartitionList) -> TopicPartitionList {
+        let mut next = self.next.lock().expect("offsets lock");
+        let mut released = BTreeMap::new();
+        let mut gone = self.revoked.lock().expect("revoked lock");
+        for element in revoked.elements() {
+            let key = (element.topic().to_owned(), element.partition());
+            if let Some(offset) = next.remove(&key) {
+                released.insert(key.clone(), offset);
+            }
+            gone.push(key);
+        }
+        to_list(released.iter())
+    }
+}
+
+/// A topic-partition list of offsets.
+pub fn to_list<'a>(offsets: impl Iterator<Item = (&'a PartitionKey, &'a i64)>) -> TopicPartitionList {
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), offset) in offsets {
+        list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+            .expect("a non-negative offset is valid");
+    }
+    list
+}
+
+/// The consumer's context: librdkafka calls it from inside `recv`.
+pub struct InboxContext {
+    pub offsets: std::sync::Arc<CommittedOffsets>,
+    pub metrics: Metrics,
+}
+
+impl ClientContext for InboxContext {
+    /// Lag per partition: the broker's high watermark minus the committed
+    /// offset, as librdkafka's statistics report it.
+    fn stats(&self, statistics: Statistics) {
+        for topic in statistics.topics.values() {
+            for partition in topic.partitions.values() {
+                if partition.partition < 0 {
+                    continue;
+                }
+                let label = partition.partition.to_string();
+                if partition.consumer_lag >= 0 {
+                    self.metrics
+                        .consumer_lag
+                        .with_label_values(&[&label])
+                        .set(partition.consumer_lag);
+                } else {
+                    let _ = self.metrics.consumer_lag.remove_label_values(&[&label]);
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for InboxContext {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(partitions) => {
+                self.metrics.rebalances.with_label_values(&["revoke"]).inc();
+                // Nothing is in flight here: batches run between polls, and
+                // records polled but not yet committed are dropped by the
+                // pipeline (see `take_revoked`). Commit what the database has,
+                // synchronously, before the partitions are released.
+                let offsets = self.offsets.release(partitions);
+                if offsets.count() > 0 {
+                    if let Err(error) = consumer.commit(&offsets, CommitMode::Sync) {
+                        self.metrics.offset_commit_failures.inc();
+                        tracing::warn!(%error, "offset commit on revoke failed; the new owner rereads (duplicates are ignored)");
+                    }
+                }
+                tracing::info!(partitions = partitions.count(), "partitions revoked");
+            }
+            Rebalance::Assign(partitions) => {
+                self.metrics.rebalances.with_label_values(&["assign"]).inc();
+                tracing::info!(partitions = partitions.count(), "partitions assigned");
+            }
+            Rebalance::Error(error) => tracing::warn!(%error, "rebalance error"),
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
+        let assigned = consumer.assignment().map(|a| a.count() > 0).unwrap_or(false);
+        self.metrics
+            .readiness
+            .partitions_assigned
+            .store(assigned, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
+        if let Err(error) = result {
+            self.metrics.offset_commit_failures.inc();
+            tracing::warn!(%error, "offset commit failed; a later commit covers it");
+        }
+    }
+}
+
+/// Copies a polled message into an owned record.
+pub fn to_record<M: Message>(message: &M) -> InboundRecord {
+    let headers = message
+        .headers()
+        .map(|headers| {
+            headers
+                .iter()
+                .map(|h| Header {
+                    key: h.key.to_owned(),
+                    value: h.value.map(<[u8]>::to_vec),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    InboundRecord {
+        topic: message.topic().to_owned(),
+        partition: message.partition(),
+        offset: message.offset(),
+        key: message.key().map(<[u8]>::to_vec),
+        payload: message.payload().map(<[u8]>::to_vec),
+        headers,
+    }
+}
+
+/// Headers added to a DLQ copy, besides the record's own.
+pub mod dlq_headers {
+    pub const REASON: &str = "inbox.reason";
+    pub const ERROR: &str = "inbox.error";
+    pub const SOURCE_TOPIC: &str = "inbox.source.topic";
+    pub const SOURCE_PARTITION: &str = "inbox.source.partition";
+    pub const SOURCE_OFFSET: &str = "inbox.source.offset";
+}
+
+/// Best-effort copies of parked records to the DLQ topic. The `inbox_parked`
+/// table is the durable record; a failed copy is logged, never retried into
+/// the hot path.
+pub struct Dlq {
+    producer: FutureProducer,
+    topic: String,
+}
+
+impl Dlq {
+    pub fn new(settings: &KafkaSettings, topic: String) -> KafkaResult<Self> {
+        let producer = settings
+            .client_config()
+            .set("linger.ms", "5")
+            .set("message.timeout.ms", "30000")
+            .create()?;
+        Ok(Dlq { producer, topic })
+    }
+
+    /// Sends a copy of each newly parked record, with the reason and source
+    /// position as headers; does not wait for delivery.
+    pub fn publish(&self, parked: &[(ParkedRow, &InboundRecord)]) {
+        for (row, record) in parked {
+            let mut headers = OwnedHeaders::new();
+            for header in &record.headers {
+                headers = headers.insert(KafkaHeader {
+                    key: &header.key,
+                    value: header.value.as_deref(),
+                });
+            }
+            let partition = row.partition.to_string();
+            let offset = row.offset.to_string();
+            for (key, value) in [
+                (dlq_headers::REASON, row.reason.as_str()),
+                (dlq_headers::ERROR, row.error.as_str()),
+                (dlq_headers::SOURCE_TOPIC, row.topic.as_str()),
+                (dlq_headers::SOURCE_PARTITION, partition.as_str()),
+                (dlq_headers::SOURCE_OFFSET, offset.as_str()),
+            ] {
+                headers = headers.insert(KafkaHeader {
+                    key,
+                    value: Some(value),
+                });
+            }
+            let mut copy = FutureRecord::<[u8], [u8]>::to(&self.topic).headers(headers);
+            if let Some(payload) = record.payload.as_deref() {
+                copy = copy.payload(payload);
+            }
+            if let Some(key) = record.key.as_deref() {
+                copy = copy.key(key);
+            }
+            match self.producer.send_result(copy) {
+                Ok(delivery) => {
+                    tokio::spawn(async move {
+                        if let Ok(Err((error, _))) = delivery.await {
+                            tracing::warn!(%error, "DLQ copy not delivered; the parked row stays");
+                        }
+                    });
+                }
+                Err((error, _)) => {
+                    tracing::warn!(%error, "DLQ copy not queued; the parked row stays")
+                }
+            }
+        }
+    }
+
+    /// Waits (bounded) for queued copies before the process exits.
+    pub fn flush(&self, timeout: Duration) {
+        let _ = rdkafka::producer::Producer::flush(&self.producer, timeout);
+    }
+}

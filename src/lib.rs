@@ -1,0 +1,37 @@
+//! inventory-inbox: reserves stock in PostgreSQL exactly once per
+//! `OrderPlaced` event consumed from Kafka, although Kafka delivers at least
+//! once. The consumer side of the transactional inbox pattern.
+//!
+//! # Layout
+//!
+//! A record flows one way:
+//!
+//! ```text
+//! kafka (poll, rebalance, offsets) -> event (decode + validate, pure)
+//!   -> batch (classify, dedup within the batch, offsets per partition)
+//!   -> store (the one transaction; SQL in sql/*.sql) -> kafka (commit)
+//! ```
+//!
+//! - [`config`]: every flag and environment variable, validated at start-up.
+//! - [`event`]: the `OrderPlaced` schema, decoding and validation (pure).
+//! - [`window`]: the dedup window, the days with a ledger partition (pure).
+//! - [`batch`]: a poll's records classified, and their offsets (pure).
+//! - [`allocation`]: first-come stock allocation arithmetic (pure).
+//! - [`parked`]: what a parked record keeps, secrets redacted (pure).
+//! - [`store`]: the one transaction per batch, migrations, maintenance.
+//! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
+//! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
+//! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - [`service`]: start-up wiring of `inventory-inbox run`.
+
+pub mod allocation;
+pub mod batch;
+pub mod config;
+pub mod event;
+pub mod kafka;
+pub mod metrics;
+pub mod parked;
+pub mod pipeline;
+pub mod service;
+pub mod store;
+pub mod window;

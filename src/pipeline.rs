@@ -1,0 +1,355 @@
+//! The consumer loop: poll a batch, apply it in one transaction, then commit
+//! its offsets.
+//!
+//! ```text
+//! recv ──> batch (≤ max records, ≤ linger after the first) ──> Inbox::apply (one tx)
+//!   ^                                                              │ COMMIT
+//!   └──────────── commit offsets (async) <── CommittedOffsets <────┘
+//! ```
+//!
+//! Invariants:
+//! - Offsets are handed to Kafka only after the batch's DB commit.
+//! - While the database is unavailable the assigned partitions are paused and
+//!   the loop keeps polling, so the consumer stays in its group; the batch is
+//!   retried with capped, jittered backoff and nothing is committed.
+//! - Records of partitions revoked while they were held in memory are
+//!   dropped: their new owner rereads them from the committed offset.
+//! - On shutdown: stop fetching, finish the batch in hand, commit
+//!   synchronously, leave the group.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use tokio::sync::watch;
+
+use crate::batch::{self, InboundRecord};
+use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
+use crate::metrics::Metrics;
+use crate::store::{BatchOutcome, Inbox, StoreError};
+
+/// The consumer as the pipeline uses it.
+pub type InboxConsumer = StreamConsumer<InboxContext>;
+
+/// Environment variable naming a fail point, for crash tests only (compiled
+/// in with the `failpoints` feature; `after_db_commit` aborts the process
+/// right after a batch's DB commit, before its offset commit).
+pub const FAILPOINT_ENV: &str = "INBOX_FAILPOINT";
+
+/// First and largest pause between retries of a batch.
+const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long shutdown waits for an unavailable database before it abandons
+/// the batch in hand (uncommitted, so it is redelivered).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Batch shape.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSettings {
+    pub max_records: usize,
+    pub linger: Duration,
+}
+
+/// The running consumer.
+pub struct Pipeline {
+    pub consumer: Arc<InboxConsumer>,
+    pub offsets: Arc<CommittedOffsets>,
+    pub inbox: Inbox,
+    pub dlq: Option<Dlq>,
+    pub metrics: Metrics,
+    pub settings: BatchSettings,
+}
+
+/// A pipeline error that ends `run`.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+}
+
+impl Pipeline {
+    /// Runs until `shutdown` turns true, then drains and commits.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
+        // Records polled while a batch was being retried, kept in order.
+        let mut carry: VecDeque<InboundRecord> = VecDeque::new();
+        #[cfg(feature = "failpoints")]
+        let failpoint = std::env::var(FAILPOINT_ENV).ok();
+        loop {
+            let Some((records, started)) = self.collect(&mut carry, &mut shutdown).await else {
+                break;
+            };
+            let Some((records, outcome)) =
+                self.apply_with_retry(records, &mut carry, &mut shutdown).await
+            else {
+                continue;
+            };
+            let committed = batch::next_offsets(&records);
+            self.offsets.advance(&committed);
+            self.record_metrics(&records, &outcome, started);
+            if let Some(dlq) = &self.dlq {
+                publish_parked(dlq, &records, &outcome);
+            }
+            #[cfg(feature = "failpoints")]
+            if failpoint.as_deref() == Some("after_db_commit") {
+                tracing::error!("fail point after_db_commit: aborting before the offset commit");
+                std::process::abort();
+            }
+            if let Err(error) = self
+                .consumer
+                .commit(&kafka::to_list(committed.iter()), CommitMode::Async)
+            {
+                self.metrics.offset_commit_failures.inc();
+                tracing::warn!(%error, "offset commit not sent; the next one covers it");
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        self.close();
+        Ok(())
+    }
+
+    /// Commits every offset the database has, synchronously, and leaves the
+    /// group (dropping the consumer closes it, which revokes its partitions).
+    fn close(self) {
+        let offsets = self.offsets.all();
+        if offsets.count() > 0 {
+            if let Err(error) = self.consumer.commit(&offsets, CommitMode::Sync) {
+                self.metrics.offset_commit_failures.inc();
+                tracing::warn!(%error, "final offset commit failed; those records will be redelivered and ignored as duplicates");
+            }
+        }
+        if let Some(dlq) = &self.dlq {
+            dlq.flush(Duration::from_secs(5));
+        }
+        self.consumer.unsubscribe();
+        tracing::info!("consumer closed");
+    }
+
+    /// Waits for the first record, then gathers up to `max_records` or until
+    /// `linger` after the first. `None` when shutdown came before any record.
+    async fn collect(
+        &self,
+        carry: &mut VecDeque<InboundRecord>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<(Vec<InboundRecord>, Instant)> {
+        let mut records = Vec::with_capacity(self.settings.max_records);
+        let mut deadline: Option<tokio::time::Instant> = None;
+        while records.len() < self.settings.max_records {
+            if let Some(record) = carry.pop_front() {
+                records.push(record);
+            } else {
+                let wait_until = async {
+                    match deadline {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                    _ = wait_until => break,
+                    message = self.consumer.recv() => {
+                        self.purge_revoked(&mut records, carry);
+                        match message {
+                            Ok(message) => records.push(kafka::to_record(&message)),
+                            Err(error) => {
+                                tracing::warn!(%error, "poll error");
+                                continue;
+                            }
+                        }
+                    }
+                }
+            }
+            if deadline.is_none() {
+                deadline = Some(tokio::time::Instant::now() + self.settings.linger);
+            }
+        }
+        self.purge_revoked(&mut records, carry);
+        let started = deadline.map(|d| (d - self.settings.linger).into_std());
+        match started {
+            Some(started) if !records.is_empty() => Some((records, started)),
+            // Shutdown with nothing in hand, or everything was revoked.
+            _ if *shutdown.borrow() => None,
+            _ => Some((Vec::new(), Instant::now())),
+        }
+    }
+
+    /// Applies the batch, retrying transient failures while keeping the
+    /// group membership. Returns the records applied (those of partitions
+    /// revoked meanwhile are left to their new owner) and the outcome; `None`
+    /// when there is nothing to commit: the batch was empty, every record of
+    /// it was revoked, or shutdown gave up on an unavailable database.
+    async fn apply_with_retry(
+        &mut self,
+        mut records: Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
+        let mut backoff = RETRY_BACKOFF_MIN;
+        let mut paused = false;
+        let mut gave_up_at: Option<Instant> = None;
+        let outcome = loop {
+            if records.is_empty() {
+                break None;
+            }
+            match self.inbox.apply(&records).await {
+                Ok(outcome) => break Some(outcome),
+                Err(error) => {
+                    let reason = error.retry_reason().unwrap_or("rejected");
+                    self.metrics.db_retries.with_label_values(&[reason]).inc();
+                    self.metrics
+                        .readiness
+                        .database_reachable
+                        .store(false, Ordering::Relaxed);
+                    if matches!(error, StoreError::Transient { .. }) {
+                        tracing::warn!(%error, retry_in_ms = backoff.as_millis() as u64, "batch rolled back; retrying");
+                    } else {
+                        tracing::error!(%error, retry_in_ms = backoff.as_millis() as u64, "batch failed; retrying");
+                    }
+                    if *shutdown.borrow() {
+                        let since = *gave_up_at.get_or_insert_with(Instant::now);
+                        if since.elapsed() > SHUTDOWN_GRACE {
+                            tracing::warn!("shutting down with the database unavailable; the batch in hand is not committed and will be redelivered");
+                            break None;
+                        }
+                    }
+                    if !paused {
+                        paused = self.pause_all();
+                    }
+                    self.wait_polling(jittered(backoff), &mut records, carry).await;
+                    backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+                }
+            }
+        };
+        if paused {
+            self.resume_all();
+        }
+        if outcome.is_some() {
+            self.metrics
+                .readiness
+                .database_reachable
+                .store(true, Ordering::Relaxed);
+        }
+        outcome.map(|outcome| (records, outcome))
+    }
+
+    /// Sleeps for `duration` while serving the consumer (heartbeats are
+    /// librdkafka's, but rebalances and commits are served by polling).
+    async fn wait_polling(
+        &self,
+        duration: Duration,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) {
+        let until = tokio::time::Instant::now() + duration;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                message = self.consumer.recv() => {
+                    self.purge_revoked(records, carry);
+                    if let Ok(message) = message {
+                        carry.push_back(kafka::to_record(&message));
+                    }
+                    // Partitions assigned meanwhile are paused too.
+                    self.pause_all();
+                }
+            }
+        }
+        self.purge_revoked(records, carry);
+    }
+
+    fn pause_all(&self) -> bool {
+        match self.consumer.assignment() {
+            Ok(assignment) => self.consumer.pause(&assignment).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    fn resume_all(&self) {
+        if let Ok(assignment) = self.consumer.assignment() {
+            if let Err(error) = self.consumer.resume(&assignment) {
+                tracing::warn!(%error, "resume failed");
+            }
+        }
+    }
+
+    /// Drops held records of partitions revoked since the last look.
+    fn purge_revoked(&self, records: &mut Vec<InboundRecord>, carry: &mut VecDeque<InboundRecord>) {
+        let revoked = self.offsets.take_revoked();
+        if revoked.is_empty() {
+            return;
+        }
+        let gone = |r: &InboundRecord| revoked.iter().any(|(t, p)| *t == r.topic && *p == r.partition);
+        records.retain(|r| !gone(r));
+        carry.retain(|r| !gone(r));
+    }
+
+    fn record_metrics(&self, records: &[InboundRecord], outcome: &BatchOutcome, started: Instant) {
+        let m = &self.metrics;
+        m.batch_size.observe(records.len() as f64);
+        m.batch_duration.observe(started.elapsed().as_secs_f64());
+        m.processed.inc_by(outcome.processed);
+        m.duplicate_ignored.inc_by(outcome.duplicates);
+        m.business_duplicate.inc_by(outcome.business_duplicates);
+        m.reservation_lines
+            .with_label_values(&["reserved"])
+            .inc_by(outcome.lines_reserved);
+        m.reservation_lines
+            .with_label_values(&["rejected"])
+            .inc_by(outcome.lines_rejected);
+        let now = chrono::Utc::now();
+        for occurred_at in &outcome.fresh_event_times {
+            let latency = (now - *occurred_at).num_microseconds().unwrap_or(i64::MAX);
+            m.end_to_end_latency.observe(latency.max(0) as f64 / 1e6);
+        }
+        for row in &outcome.newly_parked {
+            m.parked.with_label_values(&[row.reason.as_str()]).inc();
+            tracing::warn!(
+                message_id = row.message_id.map(|id| id.to_string()).unwrap_or_default(),
+                topic = %row.topic,
+                partition = row.partition,
+                offset = row.offset,
+                reason = %row.reason,
+                error = %row.error,
+                "record parked"
+            );
+        }
+        tracing::debug!(
+            records = records.len(),
+            processed = outcome.processed,
+            duplicates = outcome.duplicates,
+            parked = outcome.newly_parked.len(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "batch committed"
+        );
+    }
+}
+
+fn publish_parked(dlq: &Dlq, records: &[InboundRecord], outcome: &BatchOutcome) {
+    if outcome.newly_parked.is_empty() {
+        return;
+    }
+    let by_position: HashMap<(&str, i32, i64), &InboundRecord> = records
+        .iter()
+        .map(|r| ((r.topic.as_str(), r.partition, r.offset), r))
+        .collect();
+    let copies: Vec<_> = outcome
+        .newly_parked
+        .iter()
+        .filter_map(|row| {
+            by_position
+                .get(&(row.topic.as_str(), row.partition, row.offset))
+                .map(|record| (row.clone(), *record))
+        })
+        .collect();
+    dlq.publish(&copies);
+}
+
+/// Backoff with ±50 % jitter, so consumers retrying together spread out.
+fn jittered(backoff: Duration) -> Duration {
+    backoff.mul_f64(rand::thread_rng().gen_range(0.5..1.5))
+}

@@ -1,0 +1,148 @@
+//! Start-up and shutdown of `inventory-inbox run`: wires the database, the
+//! consumer, maintenance, metrics and signals around the pipeline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::Consumer;
+use rdkafka::config::FromClientConfigAndContext;
+use tokio::sync::watch;
+
+use crate::config::{ConfigError, RunArgs};
+use crate::kafka::{CommittedOffsets, Dlq, InboxContext};
+use crate::metrics::{self, Metrics};
+use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
+use crate::store::{self, Inbox};
+
+/// How often the service maintains the ledger partitions (SPEC §7).
+const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Errors that stop the service before or while it runs.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("METRICS_ADDR {address}: {source}")]
+    Metrics {
+        address: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    #[error("database: {0}")]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Pipeline(#[from] crate::pipeline::PipelineError),
+}
+
+/// Runs the consumer until SIGTERM or SIGINT, then drains and exits.
+pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
+    let kafka = args.kafka_settings(std::env::vars())?;
+    let metrics = Metrics::new();
+    let listener = metrics::bind(args.metrics_addr)
+        .await
+        .map_err(|source| ServiceError::Metrics {
+            address: args.metrics_addr,
+            source,
+        })?;
+    tokio::spawn(metrics::serve(listener, metrics.clone()));
+
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(forward_signals(stop));
+
+    let pool = store::connect(&args.database.database_url, args.db_pool_size).await?;
+    let mut inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
+    // The dedup window must be known before the first batch; wait for the
+    // database rather than failing a pod that starts before it.
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match maintain_and_load(&pool, &mut inbox, args.database.inbox_retention_days).await {
+            Ok(()) => break,
+            Err(error) if error.retry_reason().is_some() && !*shutdown.borrow() => {
+                tracing::warn!(%error, "database not reachable at start-up; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    metrics
+        .readiness
+        .database_reachable
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tokio::spawn(maintain_periodically(
+        pool.clone(),
+        args.database.inbox_retention_days,
+    ));
+
+    let offsets = Arc::new(CommittedOffsets::default());
+    let context = InboxContext {
+        offsets: offsets.clone(),
+        metrics: metrics.clone(),
+    };
+    let consumer: InboxConsumer =
+        InboxConsumer::from_config_and_context(&kafka.consumer_config(&args.kafka_group_id), context)?;
+    consumer.subscribe(&[&args.kafka_topic])?;
+    let dlq = match args.dlq_topic.trim() {
+        "" => None,
+        topic => Some(Dlq::new(&kafka, topic.to_owned())?),
+    };
+    tracing::info!(
+        topic = %args.kafka_topic,
+        group = %args.kafka_group_id,
+        consumer = %args.inbox_consumer_name,
+        strategy = ?args.strategy,
+        max_records = args.max_records(),
+        "consuming"
+    );
+    Pipeline {
+        consumer: Arc::new(consumer),
+        offsets,
+        inbox,
+        dlq,
+        metrics,
+        settings: BatchSettings {
+            max_records: args.max_records(),
+            linger: args.linger(),
+        },
+    }
+    .run(shutdown)
+    .await?;
+    Ok(())
+}
+
+async fn maintain_and_load(
+    pool: &sqlx::PgPool,
+    inbox: &mut Inbox,
+    retention_days: i32,
+) -> Result<(), store::StoreError> {
+    let report = store::maintain(pool, retention_days).await?;
+    tracing::info!(?report, "ledger partitions maintained");
+    inbox.refresh_window().await
+}
+
+async fn maintain_periodically(pool: sqlx::PgPool, retention_days: i32) {
+    let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
+    interval.tick().await;
+    loop {
+        interval.tick().await;
+        match store::maintain(&pool, retention_days).await {
+            Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
+            Err(error) => tracing::warn!(%error, "maintenance failed; next try in an hour"),
+        }
+    }
+}
+
+/// Turns SIGTERM and SIGINT into the shutdown signal.
+async fn forward_signals(stop: watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: finishing the batch in hand"),
+        _ = int.recv() => tracing::info!("SIGINT: finishing the batch in hand"),
+    }
+    let _ = stop.send(true);
+}
