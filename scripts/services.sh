@@ -226,9 +226,22 @@ $(port_owner "$PG_PORT")
 (the Debian cluster? see pg_lsclusters; stop it with: pg_ctlcluster 15 main stop)"
     fi
     log "starting postgres ($PG_DATA, log $PG_LOG)"
-    if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$PG_READY_TIMEOUT" start >/dev/null; then
+    if ! as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$PG_READY_TIMEOUT" start </dev/null >/dev/null 9>&-; then
         tail_log "$PG_LOG"
         die "postgres did not start within ${PG_READY_TIMEOUT}s"
+    fi
+}
+
+# After a reload, settings that only a restart applies (shared_buffers,
+# max_connections, listen_addresses...) are pending: restart for them.
+pg_apply_pending() {
+    local pending
+    pending=$("$PG_BIN/psql" -X -A -t -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres \
+        -c "SELECT string_agg(name, ', ') FROM pg_settings WHERE pending_restart")
+    if [[ -n $pending ]]; then
+        log "restarting postgres to apply $pending"
+        as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$PG_READY_TIMEOUT" restart \
+            </dev/null >/dev/null 9>&- || { tail_log "$PG_LOG"; die "postgres did not restart"; }
     fi
 }
 
@@ -304,7 +317,7 @@ kafka_libs_fetch() {
     local tmp="$KAFKA_DIR/libs.tmp"
     rm -rf "$tmp"
     mkdir -p "$KAFKA_DIR"
-    if ! mvn -B -q -f "$KAFKA_POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >"$KAFKA_DIR/mvn.log" 2>&1; then
+    if ! mvn -B -q -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >"$KAFKA_DIR/mvn.log" 2>&1; then
         tail_log "$KAFKA_DIR/mvn.log"
         die "mvn could not fetch the Kafka jars (scripts/kafka/pom.xml)"
     fi
@@ -314,8 +327,11 @@ kafka_libs_fetch() {
     mv "$tmp" "$KAFKA_LIBS"
 }
 
+# Writes server.properties; a running broker started with another version of
+# it is restarted so that the file and the broker agree.
 kafka_write_config() {
-    cat >"$KAFKA_CONFIG" <<EOF
+    local new="$KAFKA_CONFIG.new"
+    cat >"$new" <<EOF
 # Written by scripts/services.sh on every \`up\`; edit the script, not this file.
 # One KRaft node that is both broker and controller (SPEC §3).
 process.roles=broker,controller
@@ -353,6 +369,15 @@ num.network.threads=3
 num.io.threads=4
 num.recovery.threads.per.data.dir=2
 EOF
+    if [[ -f $KAFKA_CONFIG ]] && cmp -s "$new" "$KAFKA_CONFIG"; then
+        rm -f "$new"
+    else
+        if kafka_pid >/dev/null; then
+            log "server.properties changed: restarting kafka"
+            kafka_stop
+        fi
+        mv "$new" "$KAFKA_CONFIG"
+    fi
     # Bounds for the tools' admin client, so a broker that is not up yet makes
     # TopicCommand fail fast instead of hanging for the default 60 s.
     cat >"$KAFKA_ADMIN_CONFIG" <<EOF
@@ -368,7 +393,9 @@ kafka_pid() {
     local pid
     pid=$(cat "$KAFKA_PIDFILE" 2>/dev/null) || return 1
     [[ $pid =~ ^[0-9]+$ ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $KAFKA_CONFIG" || return 1
+    local cmdline
+    cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
+    [[ $cmdline == *"kafka.Kafka $KAFKA_CONFIG"* ]] || return 1
     echo "$pid"
 }
 
@@ -403,6 +430,7 @@ $(port_owner "$port")"
     done
     log "starting kafka (log $KAFKA_SERVER_LOG)"
     : >"$KAFKA_STDOUT"
+    KAFKA_LOG_OFFSET=$(stat -c %s "$KAFKA_SERVER_LOG" 2>/dev/null || echo 0)
     # setsid: the broker must not die with the shell (or CI step) that ran `up`.
     # In a non-interactive shell the subshell is no group leader, so setsid
     # execs java in place and $! is the broker's own pid.
@@ -414,13 +442,26 @@ $(port_owner "$port")"
             -Dkafka.logs.dir="$KAFKA_DIR" \
             -Dlog4j2.configurationFile="$REPO/scripts/kafka/log4j2.xml" \
             -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONFIG"
-    ) </dev/null >>"$KAFKA_STDOUT" 2>&1 &
+    ) </dev/null >>"$KAFKA_STDOUT" 2>&1 9>&- &
     echo $! >"$KAFKA_PIDFILE"
 }
 
 # Start-up failures that mean the data dir is unusable (wiping it is fine
 # for a local dev broker).
 KAFKA_BAD_DATA_PATTERN='InconsistentClusterIdException|meta\.properties|CorruptRecordException|KafkaStorageException|No readable meta|not formatted|Invalid cluster.id'
+
+# What the broker logged since kafka_launch (the whole file if it rolled over).
+KAFKA_LOG_OFFSET=0
+kafka_log_since_launch() {
+    cat "$KAFKA_STDOUT" 2>/dev/null || true
+    local size
+    size=$(stat -c %s "$KAFKA_SERVER_LOG" 2>/dev/null || echo 0)
+    if ((size >= KAFKA_LOG_OFFSET)); then
+        tail -c "+$((KAFKA_LOG_OFFSET + 1))" "$KAFKA_SERVER_LOG" 2>/dev/null || true
+    else
+        cat "$KAFKA_SERVER_LOG" 2>/dev/null || true
+    fi
+}
 
 # Waits until the broker answers TopicCommand --list and keeps that list in
 # KAFKA_TOPIC_LIST. Returns 2 when the broker process died (the caller may
@@ -462,7 +503,7 @@ kafka_start() {
         ((rc == 0)) && return 0
         # The broker exited during start-up.
         rm -f "$KAFKA_PIDFILE"
-        if ((attempt == 1)) && grep -Eq "$KAFKA_BAD_DATA_PATTERN" "$KAFKA_STDOUT" "$KAFKA_SERVER_LOG" 2>/dev/null; then
+        if ((attempt == 1)) && kafka_log_since_launch | grep -E "$KAFKA_BAD_DATA_PATTERN" >/dev/null; then
             tail_log "$KAFKA_SERVER_LOG" 15
             log "kafka failed on its data dir; wiping $KAFKA_DATA and formatting anew"
             rm -rf "$KAFKA_DATA"
@@ -517,12 +558,15 @@ kafka_stop() {
 }
 
 # --- Commands -------------------------------------------------------------------
-# up/down hold a lock so two of them never race on the same .local.
+# up/down hold a lock so two of them never race on the same .local. The
+# daemons are started with fd 9 closed, or they would hold the lock forever.
+LOCK_TIMEOUT=300
 lock() {
     mkdir -p "$LOCAL"
     chmod 0755 "$LOCAL"
     exec 9>"$LOCAL/.services.lock"
-    flock 9
+    flock -w "$LOCK_TIMEOUT" 9 ||
+        die "another scripts/services.sh up/down held $LOCAL/.services.lock for ${LOCK_TIMEOUT}s"
 }
 
 cmd_up() {
@@ -532,6 +576,7 @@ cmd_up() {
     pg_init
     pg_start
     pg_wait_ready
+    pg_apply_pending
     pg_bootstrap
     log "postgres ready on $PG_HOST:$PG_PORT (DATABASE_URL=postgres://$APP_ROLE:$APP_PASSWORD@$PG_HOST:$PG_PORT/$APP_DB)"
 
@@ -578,6 +623,15 @@ cmd_topic() {
     [[ $partitions =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$partitions'"
     kafka_pid >/dev/null || die "kafka is not running (run: $0 up)"
     kafka_create_topic "$name" "$partitions"
+    # --if-not-exists keeps an existing topic as it is: say so when its
+    # partition count differs from the one asked for.
+    local have
+    have=$(kcat -L -b "$KAFKA_BOOTSTRAP" -t "$name" -m 10 2>/dev/null |
+        sed -n 's/.* with \([0-9]*\) partitions:$/\1/p') || true
+    have=${have%%$'\n'*}
+    if [[ -n $have && $have != "$partitions" ]]; then
+        log "topic $name already existed with $have partitions (asked for $partitions); left as it is"
+    fi
     echo "topic $name"
 }
 
