@@ -57,6 +57,20 @@ pub struct DatabaseArgs {
     pub inbox_retention_days: i32,
 }
 
+impl DatabaseArgs {
+    /// A PostgreSQL URL that parses; the message never contains the URL.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.database_url.trim();
+        let scheme_ok = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        if !scheme_ok || url.parse::<sqlx::postgres::PgConnectOptions>().is_err() {
+            return Err(ConfigError(
+                "DATABASE_URL is not a valid postgres:// URL (value not shown)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// How records are grouped into transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Strategy {
@@ -149,6 +163,7 @@ impl RunArgs {
         &self,
         environment: impl IntoIterator<Item = (String, String)>,
     ) -> Result<KafkaSettings, ConfigError> {
+        self.database.validate()?;
         for (name, value) in [
             ("KAFKA_BOOTSTRAP_SERVERS", &self.kafka_bootstrap_servers),
             ("KAFKA_TOPIC", &self.kafka_topic),

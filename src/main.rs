@@ -39,6 +39,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Run(args) => service::run(args).await?,
         Command::Migrate(args) => {
+            args.validate()?;
             let pool = store::connect(&args.database_url, 1).await?;
             let report = store::migrate(&pool, args.inbox_retention_days).await?;
             println!(
@@ -47,6 +48,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             );
         }
         Command::Maintain(args) => {
+            args.validate()?;
             let pool = store::connect(&args.database_url, 1).await?;
             let report = store::maintain(&pool, args.inbox_retention_days).await?;
             if report.locked {

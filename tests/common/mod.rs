@@ -1,0 +1,504 @@
+//! Helpers shared by the integration tests: the real services (checked, never
+//! mocked), a fresh topic and a fresh database per test, events built with the
+//! service's own types, and the consumer run as a real process.
+//!
+//! A missing service FAILS the test with a message saying how to start it.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use inventory_inbox::event::{OrderLine, OrderPlaced};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+pub const KAFKA: &str = "127.0.0.1:9092";
+/// The owner role of the default DATABASE_URL (SPEC §8); it may create databases.
+pub const ADMIN_URL: &str = "postgres://inventory:inventory@127.0.0.1:5432/inventory";
+
+/// Fails (never skips) when PostgreSQL or Kafka is not reachable.
+pub fn require_services() {
+    for (name, address) in [("PostgreSQL", "127.0.0.1:5432"), ("Kafka", KAFKA)] {
+        let reachable = std::net::TcpStream::connect_timeout(
+            &address.parse().expect("address"),
+            Duration::from_secs(2),
+        )
+        .is_ok();
+        assert!(
+            reachable,
+            "{name} is not reachable on {address}: run `scripts/services.sh up` (make test does)"
+        );
+    }
+}
+
+/// Waits until `condition` holds, polling; panics with `what` after `timeout`.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !condition().await {
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A unique name for a test resource.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", Uuid::new_v4().simple())
+}
+
+/// A fresh database with the service's migrations applied.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub pool: PgPool,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        require_services();
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(ADMIN_URL)
+            .await
+            .expect("connect to PostgreSQL as the owner role");
+        let name = unique("inbox_test");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let url = format!("postgres://inventory:inventory@127.0.0.1:5432/{name}");
+        let status = Command::new(binary())
+            .args(["migrate"])
+            .env("DATABASE_URL", &url)
+            .status()
+            .expect("run inventory-inbox migrate");
+        assert!(status.success(), "migrate failed");
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&url)
+            .await
+            .expect("connect to the test database");
+        TestDb { name, url, pool }
+    }
+
+    /// Sets the stock of SKUs (on_hand, nothing reserved).
+    pub async fn seed_stock(&self, stock: &[(&str, i64)]) {
+        for (sku, on_hand) in stock {
+            sqlx::query(
+                "INSERT INTO inventory_stock (sku, on_hand) VALUES ($1, $2)
+                 ON CONFLICT (sku) DO UPDATE SET on_hand = EXCLUDED.on_hand, reserved = 0",
+            )
+            .bind(sku)
+            .bind(on_hand)
+            .execute(&self.pool)
+            .await
+            .expect("seed stock");
+        }
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    pub async fn ledger_rows(&self) -> i64 {
+        self.count("SELECT count(*) FROM processed_inbox").await
+    }
+
+    /// sku -> (on_hand, reserved)
+    pub async fn stock(&self) -> BTreeMap<String, (i64, i64)> {
+        sqlx::query("SELECT sku, on_hand, reserved FROM inventory_stock ORDER BY sku")
+            .fetch_all(&self.pool)
+            .await
+            .expect("read stock")
+            .into_iter()
+            .map(|r| (r.get("sku"), (r.get("on_hand"), r.get("reserved"))))
+            .collect()
+    }
+
+    pub async fn reserved(&self, sku: &str) -> i64 {
+        self.stock().await.get(sku).map(|s| s.1).unwrap_or(-1)
+    }
+
+    /// (order_id, sku) -> (quantity, status)
+    pub async fn reservations(&self) -> BTreeMap<(String, String), (i32, String)> {
+        sqlx::query("SELECT order_id, sku, quantity, status FROM order_reservation")
+            .fetch_all(&self.pool)
+            .await
+            .expect("read reservations")
+            .into_iter()
+            .map(|r| ((r.get("order_id"), r.get("sku")), (r.get("quantity"), r.get("status"))))
+            .collect()
+    }
+
+    /// (reason, offset) of every parked row, by offset.
+    pub async fn parked(&self) -> Vec<(String, i64)> {
+        sqlx::query("SELECT reason, kafka_offset FROM inbox_parked ORDER BY kafka_partition, kafka_offset")
+            .fetch_all(&self.pool)
+            .await
+            .expect("read parked")
+            .into_iter()
+            .map(|r| (r.get("reason"), r.get("kafka_offset")))
+            .collect()
+    }
+}
+
+/// A fresh topic with `partitions` partitions.
+pub async fn fresh_topic(partitions: i32) -> String {
+    require_services();
+    let name = unique("orders_test");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .create()
+        .expect("admin client");
+    let results = admin
+        .create_topics(
+            &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
+        .await
+        .expect("create topic");
+    for result in results {
+        result.expect("topic created");
+    }
+    name
+}
+
+/// A producer for tests: idempotent, acks=all.
+pub fn producer() -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer")
+}
+
+/// One record to produce.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub headers: Vec<(String, String)>,
+    /// Partition to write to; None lets the key decide.
+    pub partition: Option<i32>,
+}
+
+impl Outgoing {
+    pub fn event(event: &OrderPlaced) -> Outgoing {
+        Outgoing {
+            key: event.order_id.clone(),
+            payload: event.to_json(),
+            headers: vec![],
+            partition: None,
+        }
+    }
+
+    pub fn raw(key: &str, payload: &[u8]) -> Outgoing {
+        Outgoing {
+            key: key.into(),
+            payload: payload.to_vec(),
+            headers: vec![],
+            partition: None,
+        }
+    }
+
+    pub fn on_partition(mut self, partition: i32) -> Outgoing {
+        self.partition = Some(partition);
+        self
+    }
+
+    pub fn header(mut self, key: &str, value: &str) -> Outgoing {
+        self.headers.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// Produces records in order and waits until all are acknowledged.
+pub async fn produce(producer: &FutureProducer, topic: &str, records: &[Outgoing]) {
+    let mut deliveries = Vec::with_capacity(records.len());
+    for record in records {
+        let mut headers = OwnedHeaders::new();
+        for (key, value) in &record.headers {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value),
+            });
+        }
+        let mut message = FutureRecord::to(topic)
+            .key(&record.key)
+            .payload(&record.payload)
+            .headers(headers);
+        if let Some(partition) = record.partition {
+            message = message.partition(partition);
+        }
+        loop {
+            match producer.send_result(message) {
+                Ok(delivery) => {
+                    deliveries.push(delivery);
+                    break;
+                }
+                Err((_, returned)) => {
+                    message = returned;
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    for delivery in deliveries {
+        delivery
+            .await
+            .expect("delivery future")
+            .expect("record acknowledged");
+    }
+    producer.flush(Duration::from_secs(10)).expect("flush");
+}
+
+/// An order with the given lines, placed now.
+pub fn order(order_id: &str, lines: &[(&str, i32)]) -> OrderPlaced {
+    order_at(order_id, lines, Utc::now())
+}
+
+pub fn order_at(order_id: &str, lines: &[(&str, i32)], occurred_at: DateTime<Utc>) -> OrderPlaced {
+    OrderPlaced {
+        message_id: Uuid::new_v4(),
+        order_id: order_id.into(),
+        occurred_at,
+        lines: lines
+            .iter()
+            .map(|(sku, quantity)| OrderLine {
+                sku: (*sku).into(),
+                quantity: *quantity,
+            })
+            .collect(),
+    }
+}
+
+/// The service binary built by cargo for these tests.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_inventory-inbox"))
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The consumer, run as a real process.
+pub struct ConsumerProcess {
+    pub child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+/// How to start a consumer.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    pub database_url: String,
+    pub topic: String,
+    pub group: String,
+    pub consumer_name: String,
+    pub dlq_topic: String,
+    pub extra_env: Vec<(String, String)>,
+    pub args: Vec<String>,
+}
+
+impl ConsumerSpec {
+    pub fn new(db: &TestDb, topic: &str) -> ConsumerSpec {
+        ConsumerSpec {
+            database_url: db.url.clone(),
+            topic: topic.into(),
+            group: unique("group"),
+            consumer_name: "inventory-allocation-service".into(),
+            dlq_topic: String::new(),
+            extra_env: vec![],
+            args: vec![],
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> ConsumerSpec {
+        self.extra_env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn start(&self) -> ConsumerProcess {
+        let metrics_port = free_port();
+        let log_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("consumer-logs");
+        std::fs::create_dir_all(&log_dir).expect("log dir");
+        let log = log_dir.join(format!("{}.log", unique("consumer")));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut command = Command::new(binary());
+        command
+            .arg("run")
+            .args(&self.args)
+            .env("DATABASE_URL", &self.database_url)
+            .env("KAFKA_BOOTSTRAP_SERVERS", KAFKA)
+            .env("KAFKA_TOPIC", &self.topic)
+            .env("KAFKA_GROUP_ID", &self.group)
+            .env("INBOX_CONSUMER_NAME", &self.consumer_name)
+            .env("DLQ_TOPIC", &self.dlq_topic)
+            .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+            // A stopped member's partitions move quickly in tests.
+            .env("KAFKA_PROPERTY_SESSION_TIMEOUT_MS", "6000")
+            .env("KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS", "1000")
+            .env("RUST_LOG", "info,inventory_inbox=debug")
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        for (key, value) in &self.extra_env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("start inventory-inbox run");
+        ConsumerProcess {
+            child,
+            metrics_port,
+            log,
+        }
+    }
+}
+
+impl ConsumerProcess {
+    /// Sends a signal (SIGTERM for a graceful stop, SIGKILL for a crash).
+    pub fn signal(&self, signal: i32) {
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+    }
+
+    /// Graceful stop; asserts exit status 0 within the timeout.
+    pub async fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait(Duration::from_secs(30)).await;
+        assert!(
+            status.success(),
+            "consumer exited with {status:?}; log: {}",
+            self.log_text()
+        );
+    }
+
+    /// Crash: SIGKILL and reap.
+    pub async fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        self.wait(Duration::from_secs(10)).await;
+    }
+
+    pub async fn wait(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "consumer did not exit within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The body of a GET on the metrics endpoint, or None.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics_port))
+            .await
+            .ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        Some((status, body))
+    }
+
+    /// The value of a metric series (exact line prefix), or 0.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let Some((_, body)) = self.get("/metrics").await else {
+            return 0.0;
+        };
+        body.lines()
+            .find_map(|line| {
+                let (name, value) = line.rsplit_once(' ')?;
+                (name == series).then(|| value.parse().ok()).flatten()
+            })
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for ConsumerProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits until the ledger holds `rows` rows (and no more appear soon).
+pub async fn wait_for_ledger(db: &TestDb, rows: i64, timeout: Duration) {
+    wait_until(timeout, &format!("{rows} ledger rows"), || async {
+        db.ledger_rows().await >= rows
+    })
+    .await;
+    assert_eq!(db.ledger_rows().await, rows, "more ledger rows than expected");
+}
+
+/// Committed offsets of a group for a topic, per partition (-1001 = none).
+pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
+    let mut list = TopicPartitionList::new();
+    for partition in 0..partitions {
+        list.add_partition(topic, partition);
+    }
+    consumer
+        .committed_offsets(list, Duration::from_secs(10))
+        .expect("committed offsets")
+        .elements()
+        .iter()
+        .map(|e| {
+            (
+                e.partition(),
+                match e.offset() {
+                    Offset::Offset(o) => o,
+                    _ => -1001,
+                },
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,83 @@
+//! Bad flags and environment values end the process at once with one line
+//! naming the variable, and never echo a secret.
+
+mod common;
+
+use std::process::Command;
+
+fn run_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let mut command = Command::new(common::binary());
+    command.arg("run").args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run the binary");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn assert_one_line_naming(stderr: &str, name: &str) {
+    let lines: Vec<_> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    assert!(lines[0].contains(name), "{name} not named in: {stderr}");
+}
+
+#[test]
+fn a_non_numeric_batch_size_names_the_variable() {
+    let (code, stderr) = run_with(&[("BATCH_MAX_RECORDS", "many")], &[]);
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "BATCH_MAX_RECORDS");
+}
+
+#[test]
+fn out_of_range_values_name_the_variable() {
+    for (name, value) in [
+        ("BATCH_MAX_RECORDS", "0"),
+        ("BATCH_LINGER_MS", "-1"),
+        ("DB_POOL_SIZE", "0"),
+        ("INBOX_RETENTION_DAYS", "0"),
+        ("METRICS_ADDR", "not-an-address"),
+    ] {
+        let (code, stderr) = run_with(&[(name, value)], &[]);
+        assert_ne!(code, 0, "{name}={value} accepted");
+        assert_one_line_naming(&stderr, name);
+    }
+}
+
+#[test]
+fn an_unknown_flag_is_one_line() {
+    let (code, stderr) = run_with(&[], &["--no-such-flag"]);
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "--no-such-flag");
+}
+
+#[test]
+fn a_bad_kafka_property_names_it_without_the_value() {
+    let (code, stderr) = run_with(
+        &[("KAFKA_PROPERTY_ENABLE_AUTO_COMMIT", "true")],
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "KAFKA_PROPERTY_ENABLE_AUTO_COMMIT");
+
+    let (code, stderr) = run_with(
+        &[],
+        &["--metrics-addr", "127.0.0.1:0", "--kafka-property", "sasl.password-hunter2"],
+    );
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "--kafka-property");
+    assert!(!stderr.contains("hunter2"));
+}
+
+#[test]
+fn an_invalid_database_url_is_named_without_echoing_it() {
+    let (code, stderr) = run_with(
+        &[("DATABASE_URL", "mysql://user:hunter2@host/db")],
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "DATABASE_URL");
+    assert!(!stderr.contains("hunter2"));
+}
