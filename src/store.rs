@@ -423,8 +423,9 @@ impl Inbox {
             }
         }
 
-        // 6. Parked records, in the same transaction.
+        // 6. Parked records, in the same transaction, in offset order.
         if !parked.is_empty() {
+            parked.sort_by_key(|p| (p.partition, p.offset));
             let newly: HashSet<(String, i32, i64)> = sqlx::query(INSERT_PARKED)
                 .bind(&self.consumer)
                 .bind(parked.iter().map(|p| p.topic.as_str()).collect::<Vec<_>>())

@@ -1,0 +1,181 @@
+//! Every outcome of SPEC §6 with the exact stock, reservations, ledger rows
+//! and parked rows it must leave, through the real broker and database.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use common::*;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Headers;
+use rdkafka::Message;
+use sqlx::Row;
+
+#[tokio::test]
+async fn every_outcome_leaves_exactly_its_effect() {
+    let topic = fresh_topic(1).await;
+    let dlq = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 10), ("SKU-B", 5), ("SKU-C", 1)]).await;
+
+    let processed = order("ORD-1", &[("SKU-A", 3), ("SKU-B", 2)]);
+    let business_duplicate = order("ORD-1", &[("SKU-A", 1)]);
+    let rejected_line = order("ORD-2", &[("SKU-C", 2)]);
+    let takes_the_rest = order("ORD-3", &[("SKU-A", 7), ("SKU-C", 1)]);
+    let unknown = order("ORD-4", &[("SKU-Z", 1)]);
+    let partly_unknown = order("ORD-5", &[("SKU-A", 1), ("SKU-Z", 1)]);
+    let too_old = order_at("ORD-6", &[("SKU-A", 1)], Utc::now() - chrono::Duration::days(30));
+    let future = order_at("ORD-7", &[("SKU-A", 1)], Utc::now() + chrono::Duration::days(5));
+
+    let valid = String::from_utf8(order("ORD-X", &[("SKU-A", 1)]).to_json()).unwrap();
+    let edit = |from: &str, to: &str| valid.replace(from, to).into_bytes();
+    let event_id = serde_json::from_str::<serde_json::Value>(&valid).unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut too_large = b"{\"pad\":\"".to_vec();
+    too_large.extend(std::iter::repeat_n(b'x', 70 * 1024));
+    too_large.extend(b"\"}");
+
+    let records = vec![
+        Outgoing::event(&processed),
+        Outgoing::event(&processed),
+        Outgoing::event(&business_duplicate),
+        Outgoing::event(&rejected_line),
+        Outgoing::event(&takes_the_rest),
+        Outgoing::event(&unknown),
+        Outgoing::event(&partly_unknown),
+        Outgoing::raw("P", b"{\"event_id\": nope"),
+        Outgoing::raw("P", &edit(&format!("\"event_id\":\"{event_id}\","), "")),
+        Outgoing::raw("P", &edit(&event_id, "not-a-uuid")),
+        Outgoing::raw("P", valid.as_bytes()).header("ce_id", "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11"),
+        Outgoing::raw("P", &edit("\"occurred_at\"", "\"occurred\"")),
+        Outgoing::raw("P", &edit("OrderPlaced", "OrderShipped")),
+        Outgoing::raw("P", &edit("\"schema_version\":1", "\"schema_version\":2")),
+        Outgoing::raw("P", &edit("ORD-X", "ORD X")),
+        Outgoing::raw("P", &too_large),
+        Outgoing::event(&too_old),
+        Outgoing::event(&future),
+    ];
+    produce(&producer(), &topic, &records).await;
+
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    spec.dlq_topic = dlq.clone();
+    let consumer = spec.start();
+    wait_until(Duration::from_secs(60), "all records committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == records.len() as i64
+    })
+    .await;
+
+    let stock = db.stock().await;
+    assert_eq!(stock["SKU-A"], (10, 10), "3 for ORD-1 + 7 for ORD-3");
+    assert_eq!(stock["SKU-B"], (5, 2));
+    assert_eq!(stock["SKU-C"], (1, 1), "ORD-2's 2 rejected, ORD-3's 1 reserved");
+
+    let reservations = db.reservations().await;
+    let expected: BTreeMap<(String, String), (i32, String)> = [
+        (("ORD-1", "SKU-A"), (3, "reserved")),
+        (("ORD-1", "SKU-B"), (2, "reserved")),
+        (("ORD-2", "SKU-C"), (2, "rejected")),
+        (("ORD-3", "SKU-A"), (7, "reserved")),
+        (("ORD-3", "SKU-C"), (1, "reserved")),
+    ]
+    .into_iter()
+    .map(|((o, s), (q, st))| ((o.to_owned(), s.to_owned()), (q, st.to_owned())))
+    .collect();
+    assert_eq!(reservations, expected);
+
+    let ledger: Vec<(String, String)> = sqlx::query(
+        "SELECT aggregate_id, status FROM processed_inbox ORDER BY kafka_offset",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get("aggregate_id"), r.get("status")))
+    .collect();
+    assert_eq!(
+        ledger,
+        [
+            ("ORD-1".into(), "processed".into()),
+            ("ORD-1".into(), "business_duplicate".into()),
+            ("ORD-2".into(), "processed".into()),
+            ("ORD-3".into(), "processed".into()),
+        ]
+    );
+
+    let parked: Vec<String> = db.parked().await.into_iter().map(|(reason, _)| reason).collect();
+    assert_eq!(
+        parked,
+        [
+            "unknown_sku",
+            "unknown_sku",
+            "malformed_json",
+            "missing_event_id",
+            "invalid_event_id",
+            "event_id_mismatch",
+            "missing_event_time",
+            "unsupported_event_type",
+            "unsupported_schema_version",
+            "invalid_field",
+            "payload_too_large",
+            "outside_dedup_window",
+            "event_time_in_future",
+        ]
+    );
+    let stored_payload: Vec<u8> =
+        sqlx::query_scalar("SELECT payload FROM inbox_parked WHERE reason = 'malformed_json'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored_payload, b"{\"event_id\": nope");
+
+    assert_eq!(consumer.metric("inbox_processed_total").await, 4.0);
+    assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 1.0);
+    assert_eq!(consumer.metric("inbox_business_duplicate_total").await, 1.0);
+    assert_eq!(
+        consumer
+            .metric("inbox_parked_total{reason=\"unknown_sku\"}")
+            .await,
+        2.0
+    );
+    assert_eq!(
+        consumer
+            .metric("inventory_reservation_lines_total{status=\"rejected\"}")
+            .await,
+        1.0
+    );
+
+    // Each parked record was copied to the DLQ with its reason and position.
+    let dlq_consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .set("group.id", unique("dlq_reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    dlq_consumer.subscribe(&[&dlq]).unwrap();
+    let mut dlq_reasons = Vec::new();
+    while dlq_reasons.len() < parked.len() {
+        let message = tokio::time::timeout(Duration::from_secs(30), dlq_consumer.recv())
+            .await
+            .expect("DLQ copies within 30 s")
+            .unwrap();
+        let headers = message.headers().expect("DLQ headers");
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        assert_eq!(header("inbox.source.topic").as_deref(), Some(topic.as_str()));
+        assert!(header("inbox.source.offset").is_some());
+        dlq_reasons.push(header("inbox.reason").expect("reason header"));
+    }
+    assert_eq!(dlq_reasons, parked);
+
+    consumer.stop().await;
+}
