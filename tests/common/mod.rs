@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod private_pg;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::TcpListener;

@@ -1,0 +1,254 @@
+//! A PostgreSQL 15 server of one test's own, for tests that stop and start
+//! the database: the shared cluster on 5432 serves every other test running
+//! in parallel and must never go down.
+//!
+//! The server lives in a fresh directory (data, socket, log) on a free
+//! loopback port; dropping it stops the server and removes the directory.
+//! PostgreSQL refuses to run as root, so as root the directory is handed to
+//! the `postgres` user and every server command runs as that user.
+//! Anything that keeps it from starting FAILS the test, it never skips.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+use super::{binary, free_port, TestDb};
+
+/// Debian's PostgreSQL 15 binaries (`apt-get install postgresql`, SPEC §3).
+const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+/// The service's role and database, as in the default DATABASE_URL (SPEC §8).
+const ROLE: &str = "inventory";
+const PASSWORD: &str = "inventory";
+const DATABASE: &str = "inventory";
+/// The unprivileged user the server runs as when the tests run as root.
+const SERVER_USER: &str = "postgres";
+
+/// A running (or deliberately stopped) private PostgreSQL server.
+pub struct PrivatePostgres {
+    /// Holds `data/`, the unix socket and `server.log`; removed on drop.
+    dir: PathBuf,
+    port: u16,
+    /// Whether the test stopped the server on purpose (so drop knows).
+    running: bool,
+}
+
+impl PrivatePostgres {
+    /// Creates a cluster, starts it, creates the service's role and
+    /// database and applies the service's migrations with `inventory-inbox
+    /// migrate`.
+    pub fn start() -> PrivatePostgres {
+        assert!(
+            Path::new(BIN_DIR).join("initdb").exists(),
+            "PostgreSQL 15 binaries not found in {BIN_DIR}: run `scripts/services.sh up` (it installs them)"
+        );
+        let dir = server_dir();
+        let port = free_port();
+        let mut server = PrivatePostgres {
+            dir,
+            port,
+            running: false,
+        };
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                &server.data_dir(),
+                "-U",
+                SERVER_USER,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+        );
+        let settings = format!(
+            "\n# private test server\nport = {port}\nlisten_addresses = '127.0.0.1'\n\
+             unix_socket_directories = '{}'\n\
+             # The test stops the server cleanly; surviving an OS crash is not its subject.\n\
+             fsync = off\n",
+            server.dir.display()
+        );
+        let conf = Path::new(&server.data_dir()).join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("read postgresql.conf");
+        text.push_str(&settings);
+        std::fs::write(&conf, text).expect("write postgresql.conf");
+        server.start_again();
+        server.run(
+            "psql",
+            &[
+                "-h",
+                &server.dir.display().to_string(),
+                "-p",
+                &port.to_string(),
+                "-U",
+                SERVER_USER,
+                "-d",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                &format!("CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'"),
+                "-c",
+                &format!("CREATE DATABASE {DATABASE} OWNER {ROLE}"),
+            ],
+        );
+        let migrate = Command::new(binary())
+            .arg("migrate")
+            .env("DATABASE_URL", server.url())
+            .output()
+            .expect("run inventory-inbox migrate");
+        assert!(
+            migrate.status.success(),
+            "migrate against the private PostgreSQL failed: {}",
+            String::from_utf8_lossy(&migrate.stderr)
+        );
+        server
+    }
+
+    /// The service's DATABASE_URL for this server.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://{ROLE}:{PASSWORD}@127.0.0.1:{}/{DATABASE}",
+            self.port
+        )
+    }
+
+    /// A `TestDb` on this server's database, for the shared query helpers.
+    /// Its pool gives up quickly while the server is down.
+    pub async fn test_db(&self) -> TestDb {
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect(&self.url())
+            .await
+            .expect("connect to the private PostgreSQL");
+        TestDb {
+            name: DATABASE.into(),
+            url: self.url(),
+            pool,
+        }
+    }
+
+    /// Stops the server the way an operator's restart does (`pg_ctl stop -m
+    /// fast`: open sessions are terminated) and waits until it is down.
+    pub fn stop(&mut self) {
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data_dir(), "-m", "fast", "-w", "-t", "30", "stop"],
+        );
+        self.running = false;
+    }
+
+    /// Starts the (stopped) server and waits until it accepts connections.
+    pub fn start_again(&mut self) {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data_dir(),
+                "-l",
+                &self.dir.join("server.log").display().to_string(),
+                "-w",
+                "-t",
+                "30",
+                "start",
+            ],
+        );
+        self.running = true;
+    }
+
+    fn data_dir(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    /// Runs a PostgreSQL program as the server user; panics with its output
+    /// and the server log when it fails.
+    fn run(&self, program: &str, args: &[&str]) {
+        let program = Path::new(BIN_DIR).join(program);
+        let output = as_server_user(&program, args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        assert!(
+            output.status.success(),
+            "{} {} failed ({}):\n{}{}\nserver log:\n{}",
+            program.display(),
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = as_server_user(
+                &Path::new(BIN_DIR).join("pg_ctl"),
+                &["-D", &self.data_dir(), "-m", "immediate", "-w", "stop"],
+            )
+            .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `program args`, run through `runuser` as the server user when root.
+fn as_server_user(program: &Path, args: &[&str]) -> Command {
+    let mut command = if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", SERVER_USER, "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    };
+    command.args(args).env_remove("PGDATA");
+    command
+}
+
+/// A fresh directory the server user owns and can reach: under cargo's
+/// target tmp dir, or under /tmp when a parent of that is closed to it.
+fn server_dir() -> PathBuf {
+    let name = format!("inbox-pg-{}", Uuid::new_v4().simple());
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&name),
+        std::env::temp_dir().join(&name),
+    ];
+    for dir in candidates {
+        if std::fs::create_dir_all(&dir).is_err() {
+            continue;
+        }
+        if !is_root() {
+            return dir;
+        }
+        let owned = Command::new("chown")
+            .arg(format!("{SERVER_USER}:{SERVER_USER}"))
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        let writable = owned
+            && Command::new("runuser")
+                .args(["-u", SERVER_USER, "--", "test", "-w"])
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+        if writable {
+            return dir;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    panic!(
+        "no directory for a private PostgreSQL: neither {} nor {} can be made writable by the `{SERVER_USER}` user",
+        env!("CARGO_TARGET_TMPDIR"),
+        std::env::temp_dir().display()
+    );
+}

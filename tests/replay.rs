@@ -1,0 +1,70 @@
+//! An operator replays the whole topic from the earliest offset under a new
+//! group id, with the same logical consumer name: nothing changes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[tokio::test]
+async fn replaying_the_topic_under_a_new_group_changes_nothing() {
+    const PARTITIONS: i32 = 4;
+    let topic = fresh_topic(PARTITIONS).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000), ("SKU-2", 1_000), ("SKU-3", 5)]).await;
+
+    let mut records = Vec::new();
+    for i in 0..300 {
+        let sku = ["SKU-1", "SKU-2", "SKU-3"][i % 3];
+        let event = order(&format!("ORD-{i}"), &[(sku, 1 + (i % 4) as i32)]);
+        records.push(Outgoing::event(&event));
+        if i % 10 == 0 {
+            records.push(Outgoing::event(&event));
+        }
+    }
+    records.push(Outgoing::raw("ORD-BAD", b"not json"));
+    produce(&producer(), &topic, &records).await;
+
+    let total = records.len() as i64;
+    let all_committed = |spec: ConsumerSpec| async move {
+        wait_until(Duration::from_secs(90), "every record committed", || async {
+            committed_offsets(&spec.group, &spec.topic, PARTITIONS)
+                .values()
+                .sum::<i64>()
+                == total
+        })
+        .await;
+    };
+
+    let first_spec = ConsumerSpec::new(&db, &topic);
+    let first = first_spec.start();
+    all_committed(first_spec.clone()).await;
+    first.stop().await;
+    let stock = db.stock().await;
+    let reservations = db.reservations().await;
+    let ledger = db.ledger_rows().await;
+    let parked = db.parked().await;
+    assert_eq!(ledger, 300);
+    assert_eq!(parked.len(), 1);
+    assert!(
+        reservations.values().any(|(_, status)| status == "rejected"),
+        "SKU-3 runs out, so the replay must also keep rejections as they were"
+    );
+
+    let replay_spec = ConsumerSpec::new(&db, &topic);
+    assert_ne!(replay_spec.group, first_spec.group, "a new group id");
+    let replay = replay_spec.start();
+    all_committed(replay_spec.clone()).await;
+
+    assert_eq!(db.stock().await, stock);
+    assert_eq!(db.reservations().await, reservations);
+    assert_eq!(db.ledger_rows().await, ledger);
+    assert_eq!(db.parked().await, parked);
+    assert_eq!(replay.metric("inbox_processed_total").await, 0.0);
+    assert_eq!(
+        replay.metric("inbox_duplicate_ignored_total").await,
+        (records.len() - 1) as f64
+    );
+    replay.stop().await;
+}
