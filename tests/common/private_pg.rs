@@ -137,7 +137,16 @@ impl PrivatePostgres {
     pub fn stop(&mut self) {
         self.run(
             "pg_ctl",
-            &["-D", &self.data_dir(), "-m", "fast", "-w", "-t", "30", "stop"],
+            &[
+                "-D",
+                &self.data_dir(),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "30",
+                "stop",
+            ],
         );
         self.running = false;
     }

@@ -1,0 +1,225 @@
+//! PostgreSQL stopped for ten seconds mid-run and started again (SPEC §8): the
+//! consumer pauses its partitions and retries while it stays in its group, and
+//! afterwards every event is applied exactly once and every offset committed.
+//!
+//! The test stops a PostgreSQL server of its own (`PrivatePostgres`), never
+//! the shared cluster the tests running beside it use.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::private_pg::PrivatePostgres;
+use common::*;
+
+const PARTITIONS: i32 = 12;
+const UNIQUE_EVENTS: usize = 3_000;
+/// Records produced per 100 ms: 150 events/s, about 20 s of traffic.
+const RECORDS_PER_TICK: usize = 15;
+const TICK: Duration = Duration::from_millis(100);
+/// Every this many events, one sent `DUPLICATE_LAG` events earlier is sent
+/// again, byte for byte (a producer retry or a replay).
+const DUPLICATE_EVERY: usize = 100;
+const DUPLICATE_LAG: usize = 450;
+/// Ledger rows to see before the database goes down (about 2 s of traffic).
+const ROWS_BEFORE_OUTAGE: i64 = 300;
+const OUTAGE: Duration = Duration::from_secs(10);
+const SKUS: [&str; 5] = [
+    "SKU-OUT-1",
+    "SKU-OUT-2",
+    "SKU-OUT-3",
+    "SKU-OUT-4",
+    "SKU-OUT-5",
+];
+/// Stock no run can exhaust, so every line is reserved.
+const ON_HAND: i64 = 1_000_000;
+
+/// What is produced, in order, and what the database must show afterwards.
+struct Traffic {
+    records: Vec<Outgoing>,
+    unique_events: i64,
+    order_lines: usize,
+    /// sku -> sum of the quantities of the unique orders.
+    reserved: BTreeMap<String, i64>,
+}
+
+/// Unique orders of 1–3 lines over `SKUS`, with an exact duplicate of an
+/// earlier event after every `DUPLICATE_EVERY` events.
+fn traffic() -> Traffic {
+    let mut reserved: BTreeMap<String, i64> = BTreeMap::new();
+    let mut order_lines = 0;
+    let mut unique = Vec::with_capacity(UNIQUE_EVENTS);
+    let mut records = Vec::with_capacity(UNIQUE_EVENTS + UNIQUE_EVENTS / DUPLICATE_EVERY);
+    for i in 0..UNIQUE_EVENTS {
+        // Line k names SKU (i + 2k) mod 5: distinct within the order.
+        let lines: Vec<(&str, i32)> = (0..=i % 3)
+            .map(|k| (SKUS[(i + 2 * k) % SKUS.len()], 1 + ((i * 7 + k) % 4) as i32))
+            .collect();
+        for (sku, quantity) in &lines {
+            *reserved.entry((*sku).to_owned()).or_default() += i64::from(*quantity);
+        }
+        order_lines += lines.len();
+        let record = Outgoing::event(&order(&format!("ORD-OUTAGE-{i}"), &lines));
+        unique.push(record.clone());
+        records.push(record);
+        if i % DUPLICATE_EVERY == DUPLICATE_EVERY - 1 && i >= DUPLICATE_LAG {
+            records.push(unique[i - DUPLICATE_LAG].clone());
+        }
+    }
+    Traffic {
+        records,
+        unique_events: UNIQUE_EVENTS as i64,
+        order_lines,
+        reserved,
+    }
+}
+
+/// Ledger rows, or None while the database does not answer.
+async fn ledger_rows(db: &TestDb) -> Option<i64> {
+    sqlx::query_scalar("SELECT count(*) FROM processed_inbox")
+        .fetch_one(&db.pool)
+        .await
+        .ok()
+}
+
+async fn readyz_status(consumer: &ConsumerProcess) -> Option<u16> {
+    consumer.get("/readyz").await.map(|(status, _)| status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_outage_keeps_group_membership_and_loses_nothing() {
+    let mut postgres = PrivatePostgres::start();
+    let db = postgres.test_db().await;
+    db.seed_stock(&SKUS.map(|sku| (sku, ON_HAND))).await;
+    let topic = fresh_topic(PARTITIONS).await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let mut consumer = spec.start();
+    eprintln!("consumer log: {}", consumer.log.display());
+    wait_until(
+        Duration::from_secs(30),
+        "the consumer is ready (partitions assigned, database reachable)",
+        || async { readyz_status(&consumer).await == Some(200) },
+    )
+    .await;
+    let assigns_before = consumer
+        .metric(r#"inbox_rebalances_total{kind="assign"}"#)
+        .await;
+
+    let Traffic {
+        records,
+        unique_events,
+        order_lines,
+        reserved,
+    } = traffic();
+    let records_produced = records.len() as i64;
+    let producing = tokio::spawn({
+        let topic = topic.clone();
+        async move {
+            let producer = producer();
+            let started = tokio::time::Instant::now();
+            for (tick, chunk) in records.chunks(RECORDS_PER_TICK).enumerate() {
+                produce(&producer, &topic, chunk).await;
+                tokio::time::sleep_until(started + TICK * (tick as u32 + 1)).await;
+            }
+        }
+    });
+
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{ROWS_BEFORE_OUTAGE} ledger rows before the outage"),
+        || async { ledger_rows(&db).await.unwrap_or(0) >= ROWS_BEFORE_OUTAGE },
+    )
+    .await;
+    let outage = Instant::now();
+    postgres.stop();
+    eprintln!("PostgreSQL stopped after at least {ROWS_BEFORE_OUTAGE} ledger rows");
+    let mut not_ready_seen = false;
+    while outage.elapsed() < OUTAGE {
+        assert!(
+            consumer.child.try_wait().expect("try_wait").is_none(),
+            "the consumer exited while the database was down; log:\n{}",
+            consumer.log_text()
+        );
+        not_ready_seen |= readyz_status(&consumer).await == Some(503);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        not_ready_seen,
+        "/readyz never answered 503 during the {OUTAGE:?} outage; log:\n{}",
+        consumer.log_text()
+    );
+    postgres.start_again();
+    eprintln!("PostgreSQL started again after {:?}", outage.elapsed());
+
+    producing.await.expect("the producer task");
+    // Caught up: every unique event in the ledger, every record's offset
+    // committed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = ledger_rows(&db).await;
+        let committed: i64 = committed_offsets(&spec.group, &topic, PARTITIONS)
+            .values()
+            .map(|offset| (*offset).max(0))
+            .sum();
+        if rows == Some(unique_events) && committed == records_produced {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not caught up 30 s after the producer finished: ledger rows {rows:?} of \
+             {unique_events}, committed offsets {committed} of {records_produced}; log:\n{}",
+            consumer.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("caught up {:?} after the outage began", outage.elapsed());
+
+    assert_eq!(db.ledger_rows().await, unique_events, "ledger rows");
+    let stock = db.stock().await;
+    let reserved_now: BTreeMap<String, i64> = stock
+        .iter()
+        .map(|(sku, (_, reserved))| (sku.clone(), *reserved))
+        .collect();
+    assert_eq!(reserved_now, reserved, "per-SKU reserved stock");
+    let reservations = db.reservations().await;
+    assert_eq!(reservations.len(), order_lines, "order_reservation rows");
+    assert!(
+        reservations
+            .values()
+            .all(|(_, status)| status == "reserved"),
+        "every line reserved"
+    );
+    assert_eq!(db.parked().await, vec![], "nothing parked");
+
+    wait_until(
+        Duration::from_secs(10),
+        "/readyz answers 200 again",
+        || async { readyz_status(&consumer).await == Some(200) },
+    )
+    .await;
+    let (_, metrics) = consumer.get("/metrics").await.expect("/metrics answers");
+    assert!(
+        metrics.contains(r#"inbox_rebalances_total{kind="revoke"} 0"#),
+        "no partition was revoked: the consumer kept its group membership\n{metrics}"
+    );
+    assert_eq!(
+        consumer
+            .metric(r#"inbox_rebalances_total{kind="revoke"}"#)
+            .await,
+        0.0,
+        "revocations"
+    );
+    assert_eq!(
+        consumer
+            .metric(r#"inbox_rebalances_total{kind="assign"}"#)
+            .await,
+        assigns_before,
+        "no assignment after the first: the consumer never rejoined"
+    );
+    assert!(
+        metrics.contains("inbox_db_retries_total{reason="),
+        "the outage was retried and counted\n{metrics}"
+    );
+    consumer.stop().await;
+}
