@@ -221,5 +221,10 @@ async fn database_outage_keeps_group_membership_and_loses_nothing() {
         metrics.contains("inbox_db_retries_total{reason="),
         "the outage was retried and counted\n{metrics}"
     );
+    let duplicates_sent = (records_produced - unique_events) as f64;
+    assert!(
+        consumer.metric("inbox_duplicate_ignored_total").await >= duplicates_sent,
+        "the {duplicates_sent} exact duplicates were recognised\n{metrics}"
+    );
     consumer.stop().await;
 }
