@@ -95,6 +95,34 @@ pub fn next_offsets<'a>(
     next
 }
 
+/// Splits a poll's records into `lanes` lanes by partition (a partition
+/// always lands in the same lane), each lane a list of batches of at most
+/// `max_records`, every partition's records kept in poll order. Empty lanes
+/// are left out.
+pub fn lanes(
+    records: Vec<InboundRecord>,
+    lanes: usize,
+    max_records: usize,
+) -> Vec<Vec<Vec<InboundRecord>>> {
+    let lanes = lanes.max(1);
+    let mut split: Vec<Vec<InboundRecord>> = vec![Vec::new(); lanes];
+    for record in records {
+        split[record.partition.unsigned_abs() as usize % lanes].push(record);
+    }
+    split
+        .into_iter()
+        .filter(|lane| !lane.is_empty())
+        .map(|lane| {
+            let mut batches = Vec::new();
+            let mut lane = lane.into_iter().peekable();
+            while lane.peek().is_some() {
+                batches.push(lane.by_ref().take(max_records.max(1)).collect());
+            }
+            batches
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +181,29 @@ mod tests {
             &DedupWindow::default(),
         );
         assert_eq!(park_reason(&batch[0]), Some(ParkReason::OutsideDedupWindow));
+    }
+
+    #[test]
+    fn lanes_keep_each_partition_in_one_lane_in_order_and_batches_bounded() {
+        let records: Vec<_> = (0..50).map(|i| record(i % 6, i64::from(i), vec![])).collect();
+        let lanes = lanes(records, 4, 3);
+        let mut seen = 0;
+        for lane in &lanes {
+            let mut partitions = HashSet::new();
+            let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
+            for batch in lane {
+                assert!((1..=3).contains(&batch.len()));
+                for r in batch {
+                    partitions.insert(r.partition);
+                    let previous = last_offset.insert(r.partition, r.offset);
+                    assert!(previous.is_none_or(|p| p < r.offset), "in order");
+                    seen += 1;
+                }
+            }
+            assert!(partitions.iter().all(|p| *p as usize % 4 == partitions.iter().next().map(|q| *q as usize % 4).unwrap()));
+        }
+        assert_eq!(seen, 50);
+        assert_eq!(lanes.len(), 4);
     }
 
     #[test]

@@ -49,8 +49,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Batch shape.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchSettings {
+    /// Records per transaction.
     pub max_records: usize,
     pub linger: Duration,
+    /// Batches of distinct partitions applied concurrently (one connection
+    /// each); a partition always maps to the same lane, so its batches stay
+    /// in order.
+    pub lanes: usize,
 }
 
 /// The running consumer.
@@ -72,7 +77,7 @@ pub enum PipelineError {
 
 impl Pipeline {
     /// Runs until `shutdown` turns true, then drains and commits.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
         // Records polled while a batch was being retried, kept in order.
         let mut carry: VecDeque<InboundRecord> = VecDeque::new();
         #[cfg(feature = "failpoints")]
@@ -81,14 +86,15 @@ impl Pipeline {
             let Some((records, started)) = self.collect(&mut carry, &mut shutdown).await else {
                 break;
             };
-            let Some((records, outcome)) =
-                self.apply_with_retry(records, &mut carry, &mut shutdown).await
-            else {
+            let (records, outcome) = self
+                .apply_round(records, started, &mut carry, &mut shutdown)
+                .await;
+            if records.is_empty() {
                 continue;
-            };
+            }
             let committed = batch::next_offsets(&records);
             self.offsets.advance(&committed);
-            self.record_metrics(&records, &outcome, started);
+            self.record_outcome(&outcome);
             if let Some(dlq) = &self.dlq {
                 publish_parked(dlq, &records, &outcome);
             }
@@ -129,16 +135,18 @@ impl Pipeline {
         tracing::info!("consumer closed");
     }
 
-    /// Waits for the first record, then gathers up to `max_records` or until
-    /// `linger` after the first. `None` when shutdown came before any record.
+    /// Waits for the first record, then gathers up to `max_records` per lane
+    /// or until `linger` after the first. `None` when shutdown came before any
+    /// record.
     async fn collect(
         &self,
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<(Vec<InboundRecord>, Instant)> {
-        let mut records = Vec::with_capacity(self.settings.max_records);
+        let capacity = self.settings.max_records * self.settings.lanes;
+        let mut records = Vec::with_capacity(capacity);
         let mut deadline: Option<tokio::time::Instant> = None;
-        while records.len() < self.settings.max_records {
+        while records.len() < capacity {
             if let Some(record) = carry.pop_front() {
                 records.push(record);
             } else {
@@ -178,13 +186,65 @@ impl Pipeline {
         }
     }
 
-    /// Applies the batch, retrying transient failures while keeping the
+    /// Applies a round of records: split into lanes by partition, the lanes'
+    /// batches (each at most `max_records`) run concurrently, one transaction
+    /// each, while a lane's batches run in order. A lane stops at its first
+    /// failure; what remains is then retried batch by batch, in order, with
+    /// the partitions paused. Returns the records applied and the outcome.
+    async fn apply_round(
+        &self,
+        records: Vec<InboundRecord>,
+        started: Instant,
+        carry: &mut VecDeque<InboundRecord>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> (Vec<InboundRecord>, BatchOutcome) {
+        let lanes = batch::lanes(records, self.settings.lanes, self.settings.max_records);
+        let results = futures::future::join_all(lanes.into_iter().map(|batches| async move {
+            let mut applied = Vec::new();
+            let mut outcome = BatchOutcome::default();
+            let mut batches = batches.into_iter();
+            while let Some(batch) = batches.next() {
+                match self.inbox.apply(&batch).await {
+                    Ok(done) => {
+                        self.observe_batch(batch.len(), started);
+                        outcome.absorb(done);
+                        applied.extend(batch);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "batch rolled back; retrying");
+                        let remaining: Vec<_> = std::iter::once(batch).chain(batches).collect();
+                        return (applied, outcome, remaining);
+                    }
+                }
+            }
+            (applied, outcome, Vec::new())
+        }))
+        .await;
+        let mut applied = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        let mut remaining = Vec::new();
+        for (lane_applied, lane_outcome, lane_remaining) in results {
+            applied.extend(lane_applied);
+            outcome.absorb(lane_outcome);
+            remaining.extend(lane_remaining);
+        }
+        for batch in remaining {
+            if let Some((batch, done)) = self.apply_with_retry(batch, carry, shutdown).await {
+                self.observe_batch(batch.len(), started);
+                outcome.absorb(done);
+                applied.extend(batch);
+            }
+        }
+        (applied, outcome)
+    }
+
+    /// Applies one batch, retrying transient failures while keeping the
     /// group membership. Returns the records applied (those of partitions
     /// revoked meanwhile are left to their new owner) and the outcome; `None`
     /// when there is nothing to commit: the batch was empty, every record of
     /// it was revoked, or shutdown gave up on an unavailable database.
     async fn apply_with_retry(
-        &mut self,
+        &self,
         mut records: Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
@@ -288,10 +348,22 @@ impl Pipeline {
         carry.retain(|r| !gone(r));
     }
 
-    fn record_metrics(&self, records: &[InboundRecord], outcome: &BatchOutcome, started: Instant) {
+    /// One committed transaction: its size, and the time since its first
+    /// record was polled.
+    fn observe_batch(&self, size: usize, started: Instant) {
+        self.metrics.batch_size.observe(size as f64);
+        self.metrics
+            .batch_duration
+            .observe(started.elapsed().as_secs_f64());
+        tracing::debug!(
+            records = size,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "batch committed"
+        );
+    }
+
+    fn record_outcome(&self, outcome: &BatchOutcome) {
         let m = &self.metrics;
-        m.batch_size.observe(records.len() as f64);
-        m.batch_duration.observe(started.elapsed().as_secs_f64());
         m.processed.inc_by(outcome.processed);
         m.duplicate_ignored.inc_by(outcome.duplicates);
         m.business_duplicate.inc_by(outcome.business_duplicates);
@@ -318,14 +390,6 @@ impl Pipeline {
                 "record parked"
             );
         }
-        tracing::debug!(
-            records = records.len(),
-            processed = outcome.processed,
-            duplicates = outcome.duplicates,
-            parked = outcome.newly_parked.len(),
-            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-            "batch committed"
-        );
     }
 }
 

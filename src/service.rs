@@ -51,12 +51,12 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     tokio::spawn(forward_signals(stop));
 
     let pool = store::connect(&args.database.database_url, args.db_pool_size).await?;
-    let mut inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
+    let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
     // The dedup window must be known before the first batch; wait for the
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);
     loop {
-        match maintain_and_load(&pool, &mut inbox, args.database.inbox_retention_days).await {
+        match maintain_and_load(&pool, &inbox, args.database.inbox_retention_days).await {
             Ok(()) => break,
             Err(error) if error.retry_reason().is_some() && !*shutdown.borrow() => {
                 tracing::warn!(%error, "database not reachable at start-up; retrying");
@@ -104,6 +104,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         settings: BatchSettings {
             max_records: args.max_records(),
             linger: args.linger(),
+            lanes: args.lanes(),
         },
     }
     .run(shutdown)
@@ -113,12 +114,12 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
 
 async fn maintain_and_load(
     pool: &sqlx::PgPool,
-    inbox: &mut Inbox,
+    inbox: &Inbox,
     retention_days: i32,
 ) -> Result<(), store::StoreError> {
     let report = store::maintain(pool, retention_days).await?;
     tracing::info!(?report, "ledger partitions maintained");
-    inbox.refresh_window().await
+    inbox.refresh_window().await.map(|_| ())
 }
 
 async fn maintain_periodically(pool: sqlx::PgPool, retention_days: i32) {

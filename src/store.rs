@@ -13,6 +13,7 @@
 //!   the caller, which retries the whole batch.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -127,7 +128,8 @@ pub struct BatchOutcome {
 }
 
 impl BatchOutcome {
-    fn absorb(&mut self, other: BatchOutcome) {
+    /// Adds another batch's outcome to this one.
+    pub fn absorb(&mut self, other: BatchOutcome) {
         self.processed += other.processed;
         self.business_duplicates += other.business_duplicates;
         self.duplicates += other.duplicates;
@@ -148,7 +150,7 @@ pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, Store
     Ok(PgPoolOptions::new()
         .max_connections(pool_size)
         .min_connections(0)
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_timeout(Duration::from_secs(2))
         .connect_lazy_with(options))
 }
 
@@ -189,14 +191,16 @@ pub async fn load_window(pool: &PgPool) -> Result<DedupWindow, StoreError> {
     Ok(DedupWindow::new(days))
 }
 
-/// The inbox of one logical consumer: applies batches exactly once.
+/// The inbox of one logical consumer: applies batches exactly once. Shared
+/// by concurrent batches (of distinct partitions): each takes its own
+/// connection from the pool.
 pub struct Inbox {
     pool: PgPool,
     /// The ledger's `consumer`: stable across pods and restarts, so a replay
     /// under a new group id is still recognised.
     consumer: String,
-    window: DedupWindow,
-    window_read_at: Option<Instant>,
+    /// The dedup window and when it was read.
+    window: Mutex<(DedupWindow, Option<Instant>)>,
 }
 
 impl Inbox {
@@ -204,8 +208,7 @@ impl Inbox {
         Inbox {
             pool,
             consumer,
-            window: DedupWindow::default(),
-            window_read_at: None,
+            window: Mutex::new((DedupWindow::default(), None)),
         }
     }
 
@@ -216,31 +219,38 @@ impl Inbox {
     /// Applies a batch of records (in poll order) exactly once. On `Err`
     /// nothing of the batch is committed that was not committed before, and
     /// retrying it is always safe.
-    pub async fn apply(&mut self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
-        if self
-            .window_read_at
-            .is_none_or(|read| read.elapsed() > WINDOW_REFRESH)
-        {
-            self.refresh_window().await?;
-        }
-        let batch = batch::classify(records.to_vec(), &self.window);
+    pub async fn apply(&self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
+        let window = match self.current_window() {
+            Some(window) => window,
+            None => self.refresh_window().await?,
+        };
+        let batch = batch::classify(records.to_vec(), &window);
         match self.apply_isolating(&batch).await {
             // A partition dropped since the window was read: re-read it, so
             // the records of that day are parked instead of failing again.
             Err(StoreError::Rejected { ref message, .. }) if message.contains("no partition") => {
-                self.refresh_window().await?;
-                let batch = batch::classify(records.to_vec(), &self.window);
+                let window = self.refresh_window().await?;
+                let batch = batch::classify(records.to_vec(), &window);
                 self.apply_isolating(&batch).await
             }
             result => result,
         }
     }
 
+    /// The window, unless it is older than the refresh period.
+    fn current_window(&self) -> Option<DedupWindow> {
+        let guard = self.window.lock().expect("window lock");
+        match guard.1 {
+            Some(read) if read.elapsed() <= WINDOW_REFRESH => Some(guard.0.clone()),
+            _ => None,
+        }
+    }
+
     /// Re-reads the dedup window from the database.
-    pub async fn refresh_window(&mut self) -> Result<(), StoreError> {
-        self.window = load_window(&self.pool).await?;
-        self.window_read_at = Some(Instant::now());
-        Ok(())
+    pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
+        let window = load_window(&self.pool).await?;
+        *self.window.lock().expect("window lock") = (window.clone(), Some(Instant::now()));
+        Ok(window)
     }
 
     /// Applies the batch; when the database refuses it for a non-transient

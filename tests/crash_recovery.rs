@@ -123,7 +123,10 @@ async fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
 
     // Static membership: a restarted process takes its partitions back at
     // once instead of waiting for the killed one's session to expire.
-    let spec = ConsumerSpec::new(&db, &topic).env("KAFKA_PROPERTY_GROUP_INSTANCE_ID", "crash-loop");
+    let spec = ConsumerSpec::new(&db, &topic)
+        .env("KAFKA_PROPERTY_GROUP_INSTANCE_ID", "crash-loop")
+        // Concurrent lanes of distinct partitions, crashed at random too.
+        .env("DB_POOL_SIZE", "3");
     let mut kills = 0;
     while kills < 8 {
         let consumer = spec.start();
