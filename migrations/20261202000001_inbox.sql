@@ -114,13 +114,17 @@ LANGUAGE sql STABLE AS $$
     ORDER BY 1
 $$;
 
--- Maintenance of the window, relative to the database's current_date: creates
--- the partitions of [today - retention_days, today + premake_days] and drops
--- whole partitions older than that. Only one caller at a time does the work
--- (transaction-scoped advisory lock); the others return at once with
--- locked = false.
+-- Maintenance, relative to the database's current_date: creates the ledger
+-- partitions of [today - retention_days, today + premake_days] and drops whole
+-- partitions older than that (never a row-level DELETE on the ledger); deletes
+-- parked rows older than parked_retention_days and, when parked_payload_days
+-- is positive, nulls out the payloads of parked rows older than that. Only one
+-- caller at a time does the work (transaction-scoped advisory lock); the
+-- others return at once with locked = false.
 CREATE FUNCTION inbox_maintain(retention_days integer, premake_days integer,
-                               OUT locked boolean, OUT created integer, OUT dropped integer)
+                               parked_retention_days integer, parked_payload_days integer,
+                               OUT locked boolean, OUT created integer, OUT dropped integer,
+                               OUT parked_deleted integer, OUT payloads_cleared integer)
 LANGUAGE plpgsql AS $$
 DECLARE
     oldest date := current_date - retention_days;
@@ -128,6 +132,8 @@ DECLARE
 BEGIN
     created := 0;
     dropped := 0;
+    parked_deleted := 0;
+    payloads_cleared := 0;
     locked := pg_try_advisory_xact_lock(hashtext('inventory-inbox:maintain'));
     IF NOT locked THEN
         RETURN;
@@ -137,5 +143,13 @@ BEGIN
         EXECUTE format('DROP TABLE %I', 'processed_inbox_p' || to_char(day, 'YYYYMMDD'));
         dropped := dropped + 1;
     END LOOP;
+    DELETE FROM inbox_parked WHERE parked_at < now() - make_interval(days => parked_retention_days);
+    GET DIAGNOSTICS parked_deleted = ROW_COUNT;
+    IF parked_payload_days > 0 THEN
+        UPDATE inbox_parked SET payload = NULL
+        WHERE payload IS NOT NULL
+          AND parked_at < now() - make_interval(days => parked_payload_days);
+        GET DIAGNOSTICS payloads_cleared = ROW_COUNT;
+    END IF;
 END;
 $$;

@@ -45,7 +45,10 @@ pub struct ReservationLine {
 /// For each event, whether it is a business duplicate: every one of its
 /// `(order_id, sku)` pairs is already reserved or claimed by an earlier event
 /// of the batch.
-pub fn business_duplicates(events: &[&OrderPlaced], existing: &HashSet<ReservationKey>) -> Vec<bool> {
+pub fn business_duplicates(
+    events: &[&OrderPlaced],
+    existing: &HashSet<ReservationKey>,
+) -> Vec<bool> {
     let mut claimed: HashSet<ReservationKey> = HashSet::new();
     events
         .iter()
@@ -99,12 +102,17 @@ pub fn allocate(
 
 /// Sums reserved quantities per SKU, sorted by SKU: the input of the one
 /// aggregated stock UPDATE of a batch.
-pub fn stock_deltas<'a>(reserved: impl IntoIterator<Item = (&'a str, i64)>) -> (Vec<String>, Vec<i64>) {
+pub fn stock_deltas<'a>(
+    reserved: impl IntoIterator<Item = (&'a str, i64)>,
+) -> (Vec<String>, Vec<i64>) {
     let mut per_sku: BTreeMap<&str, i64> = BTreeMap::new();
     for (sku, quantity) in reserved {
         *per_sku.entry(sku).or_insert(0) += quantity;
     }
-    per_sku.into_iter().map(|(sku, q)| (sku.to_owned(), q)).unzip()
+    per_sku
+        .into_iter()
+        .map(|(sku, q)| (sku.to_owned(), q))
+        .unzip()
 }
 
 #[cfg(test)]
@@ -139,10 +147,17 @@ mod tests {
         let c = order("C", &[("S", 4)]);
         let mut available = HashMap::from([("S".to_string(), 10)]);
         let lines = allocate(&[&a, &b, &c], &HashSet::new(), &mut available);
-        let statuses: Vec<_> = lines.iter().map(|l| (l.order_id.as_str(), l.status)).collect();
+        let statuses: Vec<_> = lines
+            .iter()
+            .map(|l| (l.order_id.as_str(), l.status))
+            .collect();
         assert_eq!(
             statuses,
-            [("A", LineStatus::Reserved), ("B", LineStatus::Rejected), ("C", LineStatus::Reserved)]
+            [
+                ("A", LineStatus::Reserved),
+                ("B", LineStatus::Rejected),
+                ("C", LineStatus::Reserved)
+            ]
         );
         assert_eq!(available["S"], 0);
     }
@@ -166,7 +181,10 @@ mod tests {
         let lines = allocate(&[&first, &second], &HashSet::new(), &mut available);
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].quantity, 2);
-        assert_eq!(business_duplicates(&[&first, &second], &HashSet::new()), [false, true]);
+        assert_eq!(
+            business_duplicates(&[&first, &second], &HashSet::new()),
+            [false, true]
+        );
     }
 
     #[test]

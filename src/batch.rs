@@ -161,7 +161,10 @@ mod tests {
     fn the_same_id_twice_in_a_batch_counts_once() {
         let id = Uuid::new_v4();
         let batch = classify(
-            vec![record(0, 1, event(id).to_json()), record(3, 9, event(id).to_json())],
+            vec![
+                record(0, 1, event(id).to_json()),
+                record(3, 9, event(id).to_json()),
+            ],
             &today_window(),
         );
         assert!(matches!(batch[0].disposition, Disposition::Candidate(_)));
@@ -185,7 +188,9 @@ mod tests {
 
     #[test]
     fn lanes_keep_each_partition_in_one_lane_in_order_and_batches_bounded() {
-        let records: Vec<_> = (0..50).map(|i| record(i % 6, i64::from(i), vec![])).collect();
+        let records: Vec<_> = (0..50)
+            .map(|i| record(i % 6, i64::from(i), vec![]))
+            .collect();
         let lanes = lanes(records, 4, 3);
         let mut seen = 0;
         for lane in &lanes {
@@ -200,7 +205,10 @@ mod tests {
                     seen += 1;
                 }
             }
-            assert!(partitions.iter().all(|p| *p as usize % 4 == partitions.iter().next().map(|q| *q as usize % 4).unwrap()));
+            assert!(partitions
+                .iter()
+                .all(|p| *p as usize % 4
+                    == partitions.iter().next().map(|q| *q as usize % 4).unwrap()));
         }
         assert_eq!(seen, 50);
         assert_eq!(lanes.len(), 4);

@@ -6,9 +6,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::event::ParkReason;
 use crate::kafka::KafkaSettings;
+use crate::store::Retention;
 
 /// Prefix of environment variables passed to librdkafka:
 /// `KAFKA_PROPERTY_SASL_PASSWORD=x` sets `sasl.password=x`.
@@ -16,7 +19,8 @@ pub const KAFKA_PROPERTY_PREFIX: &str = "KAFKA_PROPERTY_";
 
 /// Properties an operator may not override: they carry the guarantee that an
 /// offset is committed only after the database commit.
-const PROTECTED_PROPERTIES: [&str; 3] = ["enable.auto.commit", "enable.auto.offset.store", "group.id"];
+const PROTECTED_PROPERTIES: [&str; 3] =
+    ["enable.auto.commit", "enable.auto.offset.store", "group.id"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,8 +39,77 @@ pub enum Command {
     Run(RunArgs),
     /// Apply the database migrations and create the ledger partitions.
     Migrate(DatabaseArgs),
-    /// Create ledger partitions ahead and drop those past the retention.
+    /// Create ledger partitions ahead, drop those past the retention, prune
+    /// parked records (for cron; `run` also does it hourly).
     Maintain(DatabaseArgs),
+    /// Inspect and replay parked records.
+    Parked {
+        #[command(subcommand)]
+        command: ParkedCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ParkedCommand {
+    /// List parked records, oldest first.
+    List {
+        #[command(flatten)]
+        target: ParkedTarget,
+        /// Only this reason code.
+        #[arg(long, value_parser = parse_reason)]
+        reason: Option<ParkReason>,
+        /// Only records parked since this time (RFC 3339, or YYYY-MM-DD).
+        #[arg(long, value_parser = parse_since)]
+        since: Option<DateTime<Utc>>,
+        /// At most this many records.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-run parked records through the normal path (e.g. after their SKU
+    /// was created): one record by id, or every unreplayed one of a reason.
+    Replay {
+        #[command(flatten)]
+        target: ParkedTarget,
+        /// The parked record's id (see `parked list`).
+        #[arg(required_unless_present = "reason", conflicts_with = "reason")]
+        id: Option<i64>,
+        /// Every parked record of this reason not replayed yet.
+        #[arg(long, value_parser = parse_reason)]
+        reason: Option<ParkReason>,
+    },
+}
+
+/// Whose parked records.
+#[derive(Debug, Clone, Args)]
+pub struct ParkedTarget {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Logical consumer name in the ledger.
+    #[arg(
+        long,
+        env = "INBOX_CONSUMER_NAME",
+        default_value = "inventory-allocation-service"
+    )]
+    pub inbox_consumer_name: String,
+}
+
+fn parse_reason(code: &str) -> Result<ParkReason, String> {
+    ParkReason::from_code(code).ok_or_else(|| {
+        let codes: Vec<_> = ParkReason::ALL.iter().map(|r| r.as_str()).collect();
+        format!("unknown reason code (one of: {})", codes.join(", "))
+    })
+}
+
+fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&Utc));
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|day| day.and_time(chrono::NaiveTime::MIN).and_utc())
+        .map_err(|_| "expected RFC 3339 or YYYY-MM-DD".to_owned())
 }
 
 #[derive(Debug, Clone, Args)]
@@ -55,9 +128,28 @@ pub struct DatabaseArgs {
     #[arg(long, env = "INBOX_RETENTION_DAYS", default_value_t = 14,
           value_parser = clap::value_parser!(i32).range(1..=3650))]
     pub inbox_retention_days: i32,
+
+    /// Days a parked record is kept before maintenance deletes it.
+    #[arg(long, env = "INBOX_PARKED_RETENTION_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(i32).range(1..=3650))]
+    pub inbox_parked_retention_days: i32,
+
+    /// Days after which a parked record's payload is cleared (0: kept until
+    /// the row is deleted).
+    #[arg(long, env = "INBOX_PARKED_PAYLOAD_DAYS", default_value_t = 0,
+          value_parser = clap::value_parser!(i32).range(0..=3650))]
+    pub inbox_parked_payload_days: i32,
 }
 
 impl DatabaseArgs {
+    pub fn retention(&self) -> Retention {
+        Retention {
+            ledger_days: self.inbox_retention_days,
+            parked_days: self.inbox_parked_retention_days,
+            parked_payload_days: self.inbox_parked_payload_days,
+        }
+    }
+
     /// A PostgreSQL URL that parses; the message never contains the URL.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let url = self.database_url.trim();
@@ -87,7 +179,11 @@ pub struct RunArgs {
     pub database: DatabaseArgs,
 
     /// Kafka bootstrap servers.
-    #[arg(long, env = "KAFKA_BOOTSTRAP_SERVERS", default_value = "127.0.0.1:9092")]
+    #[arg(
+        long,
+        env = "KAFKA_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:9092"
+    )]
     pub kafka_bootstrap_servers: String,
 
     /// Topic of OrderPlaced events.
@@ -95,12 +191,20 @@ pub struct RunArgs {
     pub kafka_topic: String,
 
     /// Consumer group.
-    #[arg(long, env = "KAFKA_GROUP_ID", default_value = "inventory-allocation-service")]
+    #[arg(
+        long,
+        env = "KAFKA_GROUP_ID",
+        default_value = "inventory-allocation-service"
+    )]
     pub kafka_group_id: String,
 
     /// Logical consumer name in the ledger: stable across pods, restarts and
     /// group ids.
-    #[arg(long, env = "INBOX_CONSUMER_NAME", default_value = "inventory-allocation-service")]
+    #[arg(
+        long,
+        env = "INBOX_CONSUMER_NAME",
+        default_value = "inventory-allocation-service"
+    )]
     pub inbox_consumer_name: String,
 
     /// Most records in one batch (one transaction).
@@ -203,7 +307,11 @@ impl RunArgs {
                     "--kafka-property: expected KEY=VALUE (the value is not shown)".into(),
                 ));
             };
-            properties.push((key.trim().to_owned(), value.to_owned(), "--kafka-property".into()));
+            properties.push((
+                key.trim().to_owned(),
+                value.to_owned(),
+                "--kafka-property".into(),
+            ));
         }
         for (key, _, origin) in &properties {
             if key.is_empty() {
@@ -225,7 +333,11 @@ impl RunArgs {
 /// Renders a clap error as one line (help and version are not errors).
 pub fn one_line(error: &clap::Error) -> String {
     let rendered = error.to_string();
-    let first = rendered.lines().next().unwrap_or("invalid arguments").trim();
+    let first = rendered
+        .lines()
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim();
     first.to_owned()
 }
 
@@ -268,7 +380,10 @@ mod tests {
         let args = run_args(&["--kafka-property", "security.protocol=SASL_SSL"]).unwrap();
         let settings = args
             .kafka_settings([
-                ("KAFKA_PROPERTY_SASL_PASSWORD".to_string(), "s3cret".to_string()),
+                (
+                    "KAFKA_PROPERTY_SASL_PASSWORD".to_string(),
+                    "s3cret".to_string(),
+                ),
                 ("PATH".to_string(), "/bin".to_string()),
             ])
             .unwrap();
@@ -289,7 +404,9 @@ mod tests {
                 "true".to_string(),
             )])
             .unwrap_err();
-        assert!(error.to_string().contains("KAFKA_PROPERTY_ENABLE_AUTO_COMMIT"));
+        assert!(error
+            .to_string()
+            .contains("KAFKA_PROPERTY_ENABLE_AUTO_COMMIT"));
         let args = run_args(&["--kafka-property", "sasl.passwordhunter2"]).unwrap();
         let error = args.kafka_settings([]).unwrap_err().to_string();
         assert!(!error.contains("hunter2"), "{error}");

@@ -179,7 +179,10 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
     if payload.len() > MAX_PAYLOAD_BYTES {
         return Err(Rejection::new(
             ParkReason::PayloadTooLarge,
-            format!("payload is {} bytes, limit {MAX_PAYLOAD_BYTES}", payload.len()),
+            format!(
+                "payload is {} bytes, limit {MAX_PAYLOAD_BYTES}",
+                payload.len()
+            ),
         ));
     }
     if payload.is_empty() {
@@ -474,7 +477,8 @@ mod tests {
 
     #[test]
     fn spec_example_is_valid() {
-        let spec = br#"{"event_id":"6f1c2f8e-3c0b-4f5e-9a59-1d2f0e3b7c11","event_type":"OrderPlaced",
+        let spec =
+            br#"{"event_id":"6f1c2f8e-3c0b-4f5e-9a59-1d2f0e3b7c11","event_type":"OrderPlaced",
  "schema_version":1,"order_id":"ORD-1001","occurred_at":"2026-12-02T12:00:00.123Z",
  "lines":[{"sku":"SKU-42","quantity":2},{"sku":"SKU-7","quantity":1}]}"#;
         let event = decode(Some(spec), &[]).unwrap();
@@ -499,7 +503,10 @@ mod tests {
     #[test]
     fn same_id_in_header_and_payload_is_accepted() {
         let event = sample();
-        let headers = [header_of("ce_id", &event.message_id.to_string().to_uppercase())];
+        let headers = [header_of(
+            "ce_id",
+            &event.message_id.to_string().to_uppercase(),
+        )];
         assert_eq!(decode(Some(&event.to_json()), &headers), Ok(event));
     }
 
@@ -508,8 +515,11 @@ mod tests {
         let mut value = sample_json();
         value.as_object_mut().unwrap().remove("occurred_at");
         let bytes = serde_json::to_vec(&value).unwrap();
-        let event = decode(Some(&bytes), &[header_of("ce_time", "2026-11-30T23:59:59+00:00")])
-            .unwrap();
+        let event = decode(
+            Some(&bytes),
+            &[header_of("ce_time", "2026-11-30T23:59:59+00:00")],
+        )
+        .unwrap();
         assert_eq!(
             event.event_day(),
             NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
@@ -620,7 +630,11 @@ mod tests {
 
     #[test]
     fn other_schema_versions_are_parked() {
-        for version in [serde_json::json!(2), serde_json::json!("1"), serde_json::Value::Null] {
+        for version in [
+            serde_json::json!(2),
+            serde_json::json!("1"),
+            serde_json::Value::Null,
+        ] {
             assert_eq!(
                 with(|o| {
                     o.insert("schema_version".into(), version);
@@ -652,16 +666,28 @@ mod tests {
                 o.insert("lines".into(), lines.into());
             }),
             Box::new(|o| {
-                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 0}]));
+                o.insert(
+                    "lines".into(),
+                    serde_json::json!([{"sku": "A", "quantity": 0}]),
+                );
             }),
             Box::new(|o| {
-                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 10001}]));
+                o.insert(
+                    "lines".into(),
+                    serde_json::json!([{"sku": "A", "quantity": 10001}]),
+                );
             }),
             Box::new(|o| {
-                o.insert("lines".into(), serde_json::json!([{"sku": "A", "quantity": 1.5}]));
+                o.insert(
+                    "lines".into(),
+                    serde_json::json!([{"sku": "A", "quantity": 1.5}]),
+                );
             }),
             Box::new(|o| {
-                o.insert("lines".into(), serde_json::json!([{"sku": "A/B", "quantity": 1}]));
+                o.insert(
+                    "lines".into(),
+                    serde_json::json!([{"sku": "A/B", "quantity": 1}]),
+                );
             }),
             Box::new(|o| {
                 o.insert(

@@ -118,7 +118,9 @@ impl CommittedOffsets {
 }
 
 /// A topic-partition list of offsets.
-pub fn to_list<'a>(offsets: impl Iterator<Item = (&'a PartitionKey, &'a i64)>) -> TopicPartitionList {
+pub fn to_list<'a>(
+    offsets: impl Iterator<Item = (&'a PartitionKey, &'a i64)>,
+) -> TopicPartitionList {
     let mut list = TopicPartitionList::new();
     for ((topic, partition), offset) in offsets {
         list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
@@ -183,7 +185,10 @@ impl ConsumerContext for InboxContext {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
-        let assigned = consumer.assignment().map(|a| a.count() > 0).unwrap_or(false);
+        let assigned = consumer
+            .assignment()
+            .map(|a| a.count() > 0)
+            .unwrap_or(false);
         self.metrics
             .readiness
             .partitions_assigned

@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use inventory_inbox::config::{self, Cli, Command};
-use inventory_inbox::{service, store};
+use inventory_inbox::config::{self, Cli, Command, ParkedCommand};
+use inventory_inbox::service;
+use inventory_inbox::store::{self, Inbox, ReplayOutcome};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -41,7 +42,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Migrate(args) => {
             args.validate()?;
             let pool = store::connect(&args.database_url, 1).await?;
-            let report = store::migrate(&pool, args.inbox_retention_days).await?;
+            let report = store::migrate(&pool, args.retention()).await?;
             println!(
                 "migrated; ledger partitions created: {}, dropped: {}",
                 report.created, report.dropped
@@ -50,15 +51,79 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Maintain(args) => {
             args.validate()?;
             let pool = store::connect(&args.database_url, 1).await?;
-            let report = store::maintain(&pool, args.inbox_retention_days).await?;
+            let report = store::maintain(&pool, args.retention()).await?;
             if report.locked {
                 println!(
-                    "maintained; ledger partitions created: {}, dropped: {}",
-                    report.created, report.dropped
+                    "maintained; ledger partitions created: {}, dropped: {}; parked rows deleted: {}, payloads cleared: {}",
+                    report.created, report.dropped, report.parked_deleted, report.payloads_cleared
                 );
             } else {
                 println!("another instance holds the maintenance lock; nothing done");
             }
+        }
+        Command::Parked { command } => parked(command).await?,
+    }
+    Ok(())
+}
+
+async fn inbox_for(target: &config::ParkedTarget) -> anyhow::Result<Inbox> {
+    target.database.validate()?;
+    let pool = store::connect(&target.database.database_url, 1).await?;
+    Ok(Inbox::new(pool, target.inbox_consumer_name.clone()))
+}
+
+async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
+    match command {
+        ParkedCommand::List {
+            target,
+            reason,
+            since,
+            limit,
+            json,
+        } => {
+            let entries = inbox_for(&target)
+                .await?
+                .list_parked(reason, since, limit)
+                .await?;
+            for entry in &entries {
+                if json {
+                    println!("{}", serde_json::to_string(entry)?);
+                } else {
+                    println!(
+                        "{:>8}  {}  {:<26}  {}/{}@{}  {}{}",
+                        entry.id,
+                        entry.parked_at.format("%Y-%m-%d %H:%M:%S"),
+                        entry.reason,
+                        entry.topic,
+                        entry.partition,
+                        entry.offset,
+                        entry.error,
+                        entry
+                            .replay_outcome
+                            .as_ref()
+                            .map(|o| format!("  [replay: {o}]"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            if !json {
+                println!("{} parked record(s)", entries.len());
+            }
+        }
+        ParkedCommand::Replay { target, id, reason } => {
+            let inbox = inbox_for(&target).await?;
+            let ids = match (id, reason) {
+                (Some(id), _) => vec![id],
+                (None, Some(reason)) => inbox.replay_candidates(reason).await?,
+                (None, None) => unreachable!("clap requires an id or --reason"),
+            };
+            let mut applied = 0;
+            for id in &ids {
+                let outcome = inbox.replay(*id).await?;
+                applied += usize::from(outcome == ReplayOutcome::Applied);
+                println!("{id}: {outcome}");
+            }
+            println!("replayed {} record(s), {applied} applied", ids.len());
         }
     }
     Ok(())

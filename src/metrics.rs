@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -75,18 +75,24 @@ impl Metrics {
         let registry = Registry::new();
         let counter = |name: &str, help: &str| {
             let c = IntCounter::new(name, help).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("registered once");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("registered once");
             c
         };
         let counter_vec = |name: &str, help: &str, label: &str| {
             let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("registered once");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("registered once");
             c
         };
         let histogram = |name: &str, help: &str, buckets: &[f64]| {
             let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
                 .expect("valid metric");
-            registry.register(Box::new(h.clone())).expect("registered once");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("registered once");
             h
         };
         let metrics = Metrics {
@@ -145,7 +151,9 @@ impl Metrics {
                     &["partition"],
                 )
                 .expect("valid metric");
-                registry.register(Box::new(g.clone())).expect("registered once");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("registered once");
                 g
             },
             rebalances: counter_vec(
@@ -163,7 +171,9 @@ impl Metrics {
                     "The source topic's retention.ms, in seconds (-1: unlimited or unknown).",
                 )
                 .expect("valid metric");
-                registry.register(Box::new(g.clone())).expect("registered once");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("registered once");
                 g
             },
             readiness: Arc::new(Readiness::default()),
@@ -227,7 +237,10 @@ pub async fn serve(listener: TcpListener, metrics: Metrics) {
                     "text/plain",
                     format!(
                         "not ready: partitions_assigned={} database_reachable={}\n",
-                        metrics.readiness.partitions_assigned.load(Ordering::Relaxed),
+                        metrics
+                            .readiness
+                            .partitions_assigned
+                            .load(Ordering::Relaxed),
                         metrics.readiness.database_reachable.load(Ordering::Relaxed)
                     ),
                 ),

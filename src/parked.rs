@@ -31,7 +31,12 @@ pub struct ParkedRow {
 }
 
 impl ParkedRow {
-    pub fn new(record: &InboundRecord, reason: ParkReason, error: String, message_id: Option<Uuid>) -> Self {
+    pub fn new(
+        record: &InboundRecord,
+        reason: ParkReason,
+        error: String,
+        message_id: Option<Uuid>,
+    ) -> Self {
         let payload = record.payload.as_deref().unwrap_or_default();
         ParkedRow {
             topic: record.topic.clone(),
@@ -66,9 +71,26 @@ pub fn headers_json(headers: &[Header]) -> String {
     serde_json::Value::Object(object).to_string()
 }
 
+/// Headers back from their stored JSON (for a replay). Redacted values stay
+/// redacted; only the CloudEvents headers matter to decoding.
+pub fn headers_from_json(json: &str) -> Vec<Header> {
+    let Ok(serde_json::Value::Object(object)) = serde_json::from_str(json) else {
+        return Vec::new();
+    };
+    object
+        .into_iter()
+        .map(|(key, value)| Header {
+            key,
+            value: value.as_str().map(|v| v.as_bytes().to_vec()),
+        })
+        .collect()
+}
+
 fn is_secret(key: &str) -> bool {
     let key = key.to_ascii_lowercase().replace('_', "-");
-    SECRET_HEADER_MARKERS.iter().any(|marker| key.contains(marker))
+    SECRET_HEADER_MARKERS
+        .iter()
+        .any(|marker| key.contains(marker))
 }
 
 #[cfg(test)]
@@ -93,6 +115,15 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(value["ce_id"], "abc");
         assert_eq!(value["Authorization"], "[redacted]");
+    }
+
+    #[test]
+    fn headers_survive_the_round_trip_through_json() {
+        let headers = vec![
+            header("ce_id", "abc"),
+            header("ce_time", "2026-12-02T00:00:00Z"),
+        ];
+        assert_eq!(headers_from_json(&headers_json(&headers)), headers);
     }
 
     #[test]

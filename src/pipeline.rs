@@ -280,7 +280,8 @@ impl Pipeline {
                     if !paused {
                         paused = self.pause_all();
                     }
-                    self.wait_polling(jittered(backoff), &mut records, carry).await;
+                    self.wait_polling(jittered(backoff), &mut records, carry)
+                        .await;
                     backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                 }
             }
@@ -343,7 +344,11 @@ impl Pipeline {
         if revoked.is_empty() {
             return;
         }
-        let gone = |r: &InboundRecord| revoked.iter().any(|(t, p)| *t == r.topic && *p == r.partition);
+        let gone = |r: &InboundRecord| {
+            revoked
+                .iter()
+                .any(|(t, p)| *t == r.topic && *p == r.partition)
+        };
         records.retain(|r| !gone(r));
         carry.retain(|r| !gone(r));
     }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::Consumer;
 use rdkafka::config::FromClientConfigAndContext;
+use rdkafka::consumer::Consumer;
 use tokio::sync::watch;
 
 use crate::config::{ConfigError, RunArgs};
@@ -39,12 +39,13 @@ pub enum ServiceError {
 pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
-    let listener = metrics::bind(args.metrics_addr)
-        .await
-        .map_err(|source| ServiceError::Metrics {
-            address: args.metrics_addr,
-            source,
-        })?;
+    let listener =
+        metrics::bind(args.metrics_addr)
+            .await
+            .map_err(|source| ServiceError::Metrics {
+                address: args.metrics_addr,
+                source,
+            })?;
     tokio::spawn(metrics::serve(listener, metrics.clone()));
 
     let (stop, shutdown) = watch::channel(false);
@@ -56,7 +57,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);
     loop {
-        match maintain_and_load(&pool, &inbox, args.database.inbox_retention_days).await {
+        match maintain_and_load(&pool, &inbox, args.database.retention()).await {
             Ok(()) => break,
             Err(error) if error.retry_reason().is_some() && !*shutdown.borrow() => {
                 tracing::warn!(%error, "database not reachable at start-up; retrying");
@@ -72,7 +73,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         .store(true, std::sync::atomic::Ordering::Relaxed);
     tokio::spawn(maintain_periodically(
         pool.clone(),
-        args.database.inbox_retention_days,
+        args.database.retention(),
     ));
 
     let offsets = Arc::new(CommittedOffsets::default());
@@ -80,8 +81,10 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         offsets: offsets.clone(),
         metrics: metrics.clone(),
     };
-    let consumer: InboxConsumer =
-        InboxConsumer::from_config_and_context(&kafka.consumer_config(&args.kafka_group_id), context)?;
+    let consumer: InboxConsumer = InboxConsumer::from_config_and_context(
+        &kafka.consumer_config(&args.kafka_group_id),
+        context,
+    )?;
     consumer.subscribe(&[&args.kafka_topic])?;
     let dlq = match args.dlq_topic.trim() {
         "" => None,
@@ -115,19 +118,19 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
 async fn maintain_and_load(
     pool: &sqlx::PgPool,
     inbox: &Inbox,
-    retention_days: i32,
+    retention: store::Retention,
 ) -> Result<(), store::StoreError> {
-    let report = store::maintain(pool, retention_days).await?;
+    let report = store::maintain(pool, retention).await?;
     tracing::info!(?report, "ledger partitions maintained");
     inbox.refresh_window().await.map(|_| ())
 }
 
-async fn maintain_periodically(pool: sqlx::PgPool, retention_days: i32) {
+async fn maintain_periodically(pool: sqlx::PgPool, retention: store::Retention) {
     let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
     interval.tick().await;
     loop {
         interval.tick().await;
-        match store::maintain(&pool, retention_days).await {
+        match store::maintain(&pool, retention).await {
             Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
             Err(error) => tracing::warn!(%error, "maintenance failed; next try in an hour"),
         }
@@ -137,7 +140,10 @@ async fn maintain_periodically(pool: sqlx::PgPool, retention_days: i32) {
 /// Turns SIGTERM and SIGINT into the shutdown signal.
 async fn forward_signals(stop: watch::Sender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::error!("cannot install signal handlers");
         return;
     };

@@ -35,6 +35,10 @@ const RESERVE_STOCK: &str = include_str!("../sql/reserve_stock.sql");
 const INSERT_PARKED: &str = include_str!("../sql/insert_parked.sql");
 const WINDOW_DAYS: &str = include_str!("../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../sql/maintain.sql");
+const LIST_PARKED: &str = include_str!("../sql/list_parked.sql");
+const LOCK_PARKED: &str = include_str!("../sql/lock_parked.sql");
+const MARK_REPLAYED: &str = include_str!("../sql/mark_replayed.sql");
+const REPLAY_CANDIDATES: &str = include_str!("../sql/replay_candidates.sql");
 
 /// How often the dedup window is re-read even when nothing failed.
 const WINDOW_REFRESH: Duration = Duration::from_secs(60);
@@ -154,11 +158,22 @@ pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, Store
         .connect_lazy_with(options))
 }
 
+/// What maintenance keeps (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Days of ledger partitions behind today: the dedup window.
+    pub ledger_days: i32,
+    /// Days a parked row is kept.
+    pub parked_days: i32,
+    /// Days after which a parked row's payload is cleared; 0 keeps it.
+    pub parked_payload_days: i32,
+}
+
 /// Applies the embedded migrations, then creates the partitions of the
 /// window.
-pub async fn migrate(pool: &PgPool, retention_days: i32) -> Result<MaintainReport, StoreError> {
+pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
     sqlx::migrate!("./migrations").run(pool).await?;
-    maintain(pool, retention_days).await
+    maintain(pool, retention).await
 }
 
 /// What one maintenance run did.
@@ -168,20 +183,26 @@ pub struct MaintainReport {
     pub locked: bool,
     pub created: i32,
     pub dropped: i32,
+    pub parked_deleted: i32,
+    pub payloads_cleared: i32,
 }
 
-/// Creates partitions ahead and drops those older than the retention, under
-/// an advisory lock (SPEC §7).
-pub async fn maintain(pool: &PgPool, retention_days: i32) -> Result<MaintainReport, StoreError> {
+/// Creates partitions ahead, drops those older than the retention and prunes
+/// parked rows, under an advisory lock (SPEC §7).
+pub async fn maintain(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
     let row = sqlx::query(MAINTAIN)
-        .bind(retention_days)
+        .bind(retention.ledger_days)
         .bind(PREMAKE_DAYS)
+        .bind(retention.parked_days)
+        .bind(retention.parked_payload_days)
         .fetch_one(pool)
         .await?;
     Ok(MaintainReport {
         locked: row.try_get("locked")?,
         created: row.try_get("created")?,
         dropped: row.try_get("dropped")?,
+        parked_deleted: row.try_get("parked_deleted")?,
+        payloads_cleared: row.try_get("payloads_cleared")?,
     })
 }
 
@@ -253,6 +274,104 @@ impl Inbox {
         Ok(window)
     }
 
+    /// Replays one parked record through the normal path (decode, validate,
+    /// the batch transaction), in one transaction with the parked row locked:
+    /// exactly once even when replays run twice or concurrently.
+    pub async fn replay(&self, id: i64) -> Result<ReplayOutcome, StoreError> {
+        let window = self.refresh_window().await?;
+        let mut tx = self.pool.begin().await?;
+        let Some(row) = sqlx::query(LOCK_PARKED)
+            .bind(id)
+            .bind(&self.consumer)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(ReplayOutcome::NotFound);
+        };
+        let replayed_at: Option<DateTime<Utc>> = row.try_get("replayed_at")?;
+        if let Some(at) = replayed_at {
+            return Ok(ReplayOutcome::AlreadyReplayed(at));
+        }
+        let headers_json: String = row.try_get("headers")?;
+        let record = InboundRecord {
+            topic: row.try_get("topic")?,
+            partition: row.try_get("kafka_partition")?,
+            offset: row.try_get("kafka_offset")?,
+            key: None,
+            payload: row.try_get("payload")?,
+            headers: crate::parked::headers_from_json(&headers_json),
+        };
+        let batch = batch::classify(vec![record], &window);
+        let outcome = match &batch[0].disposition {
+            Disposition::Parked(rejection) => {
+                ReplayOutcome::StillParked(rejection.reason, rejection.detail.clone())
+            }
+            _ => {
+                let done = self.apply_in(&mut tx, &batch).await?;
+                if done.processed == 1 {
+                    ReplayOutcome::Applied
+                } else if done.duplicates == 1 {
+                    ReplayOutcome::Duplicate
+                } else {
+                    ReplayOutcome::StillParked(
+                        ParkReason::UnknownSku,
+                        "an SKU of the order is still not in inventory_stock".into(),
+                    )
+                }
+            }
+        };
+        sqlx::query(MARK_REPLAYED)
+            .bind(id)
+            .bind(outcome.to_string())
+            .bind(outcome.reached_ledger())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Ids of the parked records of one reason not replayed yet.
+    pub async fn replay_candidates(&self, reason: ParkReason) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(REPLAY_CANDIDATES)
+            .bind(&self.consumer)
+            .bind(reason.as_str())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Parked records, oldest first.
+    pub async fn list_parked(
+        &self,
+        reason: Option<ParkReason>,
+        since: Option<DateTime<Utc>>,
+        limit: i64,
+    ) -> Result<Vec<ParkedEntry>, StoreError> {
+        let rows = sqlx::query(LIST_PARKED)
+            .bind(&self.consumer)
+            .bind(reason.map(ParkReason::as_str))
+            .bind(since)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ParkedEntry {
+                    id: row.try_get("id")?,
+                    parked_at: row.try_get("parked_at")?,
+                    reason: row.try_get("reason")?,
+                    error: row.try_get("error")?,
+                    topic: row.try_get("topic")?,
+                    partition: row.try_get("kafka_partition")?,
+                    offset: row.try_get("kafka_offset")?,
+                    message_id: row.try_get("message_id")?,
+                    replayed_at: row.try_get("replayed_at")?,
+                    replay_outcome: row.try_get("replay_outcome")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+
     /// Applies the batch; when the database refuses it for a non-transient
     /// reason, splits it in halves (in order) until the refused records are
     /// isolated, and parks each of those as `db_rejected`.
@@ -263,7 +382,9 @@ impl Inbox {
         while let Some(part) = pending.pop() {
             match self.apply_once(part).await {
                 Ok(done) => outcome.absorb(done),
-                Err(StoreError::Rejected { sqlstate, message }) if !message.contains("no partition") => {
+                Err(StoreError::Rejected { sqlstate, message })
+                    if !message.contains("no partition") =>
+                {
                     if part.len() == 1 {
                         let rejected = reject(&part[0], &sqlstate, &message);
                         outcome.absorb(self.apply_once(std::slice::from_ref(&rejected)).await?);
@@ -281,6 +402,18 @@ impl Inbox {
 
     /// One transaction for the whole batch.
     async fn apply_once(&self, batch: &[Classified]) -> Result<BatchOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let outcome = self.apply_in(&mut tx, batch).await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// The statements of a batch, inside the caller's transaction.
+    async fn apply_in(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        batch: &[Classified],
+    ) -> Result<BatchOutcome, StoreError> {
         let mut outcome = BatchOutcome::default();
         let mut parked: Vec<ParkedRow> = Vec::new();
         let mut candidates: Vec<(&InboundRecord, &OrderPlaced)> = Vec::new();
@@ -296,8 +429,6 @@ impl Inbox {
                 )),
             }
         }
-
-        let mut tx = self.pool.begin().await?;
 
         // 1. Lock and read the stock of every SKU the batch names.
         let mut skus: Vec<&str> = candidates
@@ -364,15 +495,41 @@ impl Inbox {
                         .map(|(_, o)| o.event_day())
                         .collect::<Vec<_>>(),
                 )
-                .bind(candidates.iter().map(|(_, o)| o.message_id).collect::<Vec<_>>())
-                .bind(candidates.iter().map(|(_, o)| o.order_id.as_str()).collect::<Vec<_>>())
-                .bind(candidates.iter().map(|(r, _)| r.topic.as_str()).collect::<Vec<_>>())
-                .bind(candidates.iter().map(|(r, _)| r.partition).collect::<Vec<_>>())
+                .bind(
+                    candidates
+                        .iter()
+                        .map(|(_, o)| o.message_id)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    candidates
+                        .iter()
+                        .map(|(_, o)| o.order_id.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    candidates
+                        .iter()
+                        .map(|(r, _)| r.topic.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    candidates
+                        .iter()
+                        .map(|(r, _)| r.partition)
+                        .collect::<Vec<_>>(),
+                )
                 .bind(candidates.iter().map(|(r, _)| r.offset).collect::<Vec<_>>())
                 .bind(
                     business_duplicate
                         .iter()
-                        .map(|dup| if *dup { "business_duplicate" } else { "processed" })
+                        .map(|dup| {
+                            if *dup {
+                                "business_duplicate"
+                            } else {
+                                "processed"
+                            }
+                        })
                         .collect::<Vec<_>>(),
                 )
                 .bind(
@@ -403,7 +560,12 @@ impl Inbox {
             let lines = allocation::allocate(&fresh, &existing, &mut available);
             if !lines.is_empty() {
                 let inserted = sqlx::query(INSERT_RESERVATIONS)
-                    .bind(lines.iter().map(|l| l.order_id.as_str()).collect::<Vec<_>>())
+                    .bind(
+                        lines
+                            .iter()
+                            .map(|l| l.order_id.as_str())
+                            .collect::<Vec<_>>(),
+                    )
                     .bind(lines.iter().map(|l| l.sku.as_str()).collect::<Vec<_>>())
                     .bind(lines.iter().map(|l| l.quantity).collect::<Vec<_>>())
                     .bind(lines.iter().map(|l| l.status.as_str()).collect::<Vec<_>>())
@@ -444,8 +606,18 @@ impl Inbox {
                 .bind(parked.iter().map(|p| p.message_id).collect::<Vec<_>>())
                 .bind(parked.iter().map(|p| p.reason.as_str()).collect::<Vec<_>>())
                 .bind(parked.iter().map(|p| p.error.as_str()).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.payload.as_slice()).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.headers_json.as_str()).collect::<Vec<_>>())
+                .bind(
+                    parked
+                        .iter()
+                        .map(|p| p.payload.as_slice())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    parked
+                        .iter()
+                        .map(|p| p.headers_json.as_str())
+                        .collect::<Vec<_>>(),
+                )
                 .fetch_all(&mut *tx)
                 .await?
                 .into_iter()
@@ -463,9 +635,58 @@ impl Inbox {
                 .collect();
         }
 
-        tx.commit().await?;
         Ok(outcome)
     }
+}
+
+/// What a replay of a parked record did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// Applied now: ledger row, reservations, stock.
+    Applied,
+    /// The event was already in the ledger: nothing to do.
+    Duplicate,
+    /// Still not applicable; the row stays eligible for another replay.
+    StillParked(ParkReason, String),
+    /// Replayed before, at that time: nothing to do.
+    AlreadyReplayed(DateTime<Utc>),
+    NotFound,
+}
+
+impl ReplayOutcome {
+    /// The event is in the ledger now, so the parked row is done.
+    pub fn reached_ledger(&self) -> bool {
+        matches!(self, ReplayOutcome::Applied | ReplayOutcome::Duplicate)
+    }
+}
+
+impl std::fmt::Display for ReplayOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayOutcome::Applied => write!(f, "applied"),
+            ReplayOutcome::Duplicate => write!(f, "duplicate (already applied)"),
+            ReplayOutcome::StillParked(reason, detail) => {
+                write!(f, "still parked: {reason}: {detail}")
+            }
+            ReplayOutcome::AlreadyReplayed(at) => write!(f, "already replayed at {at}"),
+            ReplayOutcome::NotFound => write!(f, "no such parked record for this consumer"),
+        }
+    }
+}
+
+/// One parked record as `parked list` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ParkedEntry {
+    pub id: i64,
+    pub parked_at: DateTime<Utc>,
+    pub reason: String,
+    pub error: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub message_id: Option<Uuid>,
+    pub replayed_at: Option<DateTime<Utc>>,
+    pub replay_outcome: Option<String>,
 }
 
 /// The record as parked `db_rejected`, with the database's own words.

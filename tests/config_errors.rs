@@ -64,7 +64,12 @@ fn a_bad_kafka_property_names_it_without_the_value() {
 
     let (code, stderr) = run_with(
         &[],
-        &["--metrics-addr", "127.0.0.1:0", "--kafka-property", "sasl.password-hunter2"],
+        &[
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--kafka-property",
+            "sasl.password-hunter2",
+        ],
     );
     assert_ne!(code, 0);
     assert_one_line_naming(&stderr, "--kafka-property");

@@ -45,7 +45,12 @@ async fn crash_between_db_commit_and_offset_commit_applies_each_event_once() {
     let events: Vec<OrderPlaced> = (0..50)
         .map(|i| order(&format!("ORD-{i}"), &[("SKU-1", 1 + i % 5)]))
         .collect();
-    produce(&producer(), &topic, &events.iter().map(Outgoing::event).collect::<Vec<_>>()).await;
+    produce(
+        &producer(),
+        &topic,
+        &events.iter().map(Outgoing::event).collect::<Vec<_>>(),
+    )
+    .await;
 
     let spec = ConsumerSpec::new(&db, &topic);
     let mut crashing = spec
@@ -96,7 +101,12 @@ async fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
             let first = rng.gen_range(0..skus.len());
             let count = rng.gen_range(1..=3);
             let lines: Vec<(&str, i32)> = (0..count)
-                .map(|k| (skus[(first + k * 7) % skus.len()].as_str(), rng.gen_range(1..=5)))
+                .map(|k| {
+                    (
+                        skus[(first + k * 7) % skus.len()].as_str(),
+                        rng.gen_range(1..=5),
+                    )
+                })
                 .collect();
             order(&format!("ORD-{i}"), &lines)
         })
@@ -106,7 +116,9 @@ async fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
     for (i, event) in events.iter().enumerate() {
         stream.push(Outgoing::event(event));
         if i % 10 == 9 {
-            stream.push(Outgoing::event(&events[rng.gen_range(i.saturating_sub(200)..=i)]));
+            stream.push(Outgoing::event(
+                &events[rng.gen_range(i.saturating_sub(200)..=i)],
+            ));
         }
     }
     let total = stream.len() as i64;
@@ -141,9 +153,16 @@ async fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         "the killed consumers were doing real work when killed"
     );
     let last = spec.start();
-    wait_until(Duration::from_secs(120), "every record committed", || async {
-        committed_offsets(&spec.group, &topic, PARTITIONS).values().sum::<i64>() == total
-    })
+    wait_until(
+        Duration::from_secs(120),
+        "every record committed",
+        || async {
+            committed_offsets(&spec.group, &topic, PARTITIONS)
+                .values()
+                .sum::<i64>()
+                == total
+        },
+    )
     .await;
     assert_reconciled(&db, &events).await;
     last.stop().await;

@@ -24,7 +24,12 @@ async fn duplicate_in_the_same_batch_is_applied_once() {
     db.seed_stock(&[("SKU-1", 100)]).await;
     let event = order("ORD-SAME", &[("SKU-1", 4)]);
     // Produced before the consumer starts: one poll holds both copies.
-    produce(&producer(), &topic, &[Outgoing::event(&event), Outgoing::event(&event)]).await;
+    produce(
+        &producer(),
+        &topic,
+        &[Outgoing::event(&event), Outgoing::event(&event)],
+    )
+    .await;
 
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
@@ -33,7 +38,11 @@ async fn duplicate_in_the_same_batch_is_applied_once() {
     assert_eq!(db.ledger_rows().await, 1);
     assert_eq!(db.reserved("SKU-1").await, 4);
     assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 1.0);
-    assert_eq!(consumer.metric("inbox_batch_size_count").await, 1.0, "one batch");
+    assert_eq!(
+        consumer.metric("inbox_batch_size_count").await,
+        1.0,
+        "one batch"
+    );
     consumer.stop().await;
 }
 

@@ -19,7 +19,8 @@ async fn every_outcome_leaves_exactly_its_effect() {
     let topic = fresh_topic(1).await;
     let dlq = fresh_topic(1).await;
     let db = TestDb::new().await;
-    db.seed_stock(&[("SKU-A", 10), ("SKU-B", 5), ("SKU-C", 1)]).await;
+    db.seed_stock(&[("SKU-A", 10), ("SKU-B", 5), ("SKU-C", 1)])
+        .await;
 
     let processed = order("ORD-1", &[("SKU-A", 3), ("SKU-B", 2)]);
     let business_duplicate = order("ORD-1", &[("SKU-A", 1)]);
@@ -27,8 +28,16 @@ async fn every_outcome_leaves_exactly_its_effect() {
     let takes_the_rest = order("ORD-3", &[("SKU-A", 7), ("SKU-C", 1)]);
     let unknown = order("ORD-4", &[("SKU-Z", 1)]);
     let partly_unknown = order("ORD-5", &[("SKU-A", 1), ("SKU-Z", 1)]);
-    let too_old = order_at("ORD-6", &[("SKU-A", 1)], Utc::now() - chrono::Duration::days(30));
-    let future = order_at("ORD-7", &[("SKU-A", 1)], Utc::now() + chrono::Duration::days(5));
+    let too_old = order_at(
+        "ORD-6",
+        &[("SKU-A", 1)],
+        Utc::now() - chrono::Duration::days(30),
+    );
+    let future = order_at(
+        "ORD-7",
+        &[("SKU-A", 1)],
+        Utc::now() + chrono::Duration::days(5),
+    );
 
     let valid = String::from_utf8(order("ORD-X", &[("SKU-A", 1)]).to_json()).unwrap();
     let edit = |from: &str, to: &str| valid.replace(from, to).into_bytes();
@@ -51,7 +60,8 @@ async fn every_outcome_leaves_exactly_its_effect() {
         Outgoing::raw("P", b"{\"event_id\": nope"),
         Outgoing::raw("P", &edit(&format!("\"event_id\":\"{event_id}\","), "")),
         Outgoing::raw("P", &edit(&event_id, "not-a-uuid")),
-        Outgoing::raw("P", valid.as_bytes()).header("ce_id", "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11"),
+        Outgoing::raw("P", valid.as_bytes())
+            .header("ce_id", "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11"),
         Outgoing::raw("P", &edit("\"occurred_at\"", "\"occurred\"")),
         Outgoing::raw("P", &edit("OrderPlaced", "OrderShipped")),
         Outgoing::raw("P", &edit("\"schema_version\":1", "\"schema_version\":2")),
@@ -73,7 +83,11 @@ async fn every_outcome_leaves_exactly_its_effect() {
     let stock = db.stock().await;
     assert_eq!(stock["SKU-A"], (10, 10), "3 for ORD-1 + 7 for ORD-3");
     assert_eq!(stock["SKU-B"], (5, 2));
-    assert_eq!(stock["SKU-C"], (1, 1), "ORD-2's 2 rejected, ORD-3's 1 reserved");
+    assert_eq!(
+        stock["SKU-C"],
+        (1, 1),
+        "ORD-2's 2 rejected, ORD-3's 1 reserved"
+    );
 
     let reservations = db.reservations().await;
     let expected: BTreeMap<(String, String), (i32, String)> = [
@@ -88,15 +102,14 @@ async fn every_outcome_leaves_exactly_its_effect() {
     .collect();
     assert_eq!(reservations, expected);
 
-    let ledger: Vec<(String, String)> = sqlx::query(
-        "SELECT aggregate_id, status FROM processed_inbox ORDER BY kafka_offset",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|r| (r.get("aggregate_id"), r.get("status")))
-    .collect();
+    let ledger: Vec<(String, String)> =
+        sqlx::query("SELECT aggregate_id, status FROM processed_inbox ORDER BY kafka_offset")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.get("aggregate_id"), r.get("status")))
+            .collect();
     assert_eq!(
         ledger,
         [
@@ -107,7 +120,12 @@ async fn every_outcome_leaves_exactly_its_effect() {
         ]
     );
 
-    let parked: Vec<String> = db.parked().await.into_iter().map(|(reason, _)| reason).collect();
+    let parked: Vec<String> = db
+        .parked()
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
     assert_eq!(
         parked,
         [
@@ -171,7 +189,10 @@ async fn every_outcome_leaves_exactly_its_effect() {
                 .and_then(|h| h.value)
                 .map(|v| String::from_utf8_lossy(v).into_owned())
         };
-        assert_eq!(header("inbox.source.topic").as_deref(), Some(topic.as_str()));
+        assert_eq!(
+            header("inbox.source.topic").as_deref(),
+            Some(topic.as_str())
+        );
         assert!(header("inbox.source.offset").is_some());
         dlq_reasons.push(header("inbox.reason").expect("reason header"));
     }

@@ -14,9 +14,15 @@ async fn a_consumer_leaving_mid_run_loses_and_doubles_nothing() {
     const PARTITIONS: i32 = 12;
     let topic = fresh_topic(PARTITIONS).await;
     let db = TestDb::new().await;
-    db.seed_stock(&[("SKU-1", 1_000_000_000), ("SKU-2", 1_000_000_000)]).await;
+    db.seed_stock(&[("SKU-1", 1_000_000_000), ("SKU-2", 1_000_000_000)])
+        .await;
     let events: Vec<OrderPlaced> = (0..6_000)
-        .map(|i| order(&format!("ORD-{i}"), &[(["SKU-1", "SKU-2"][i % 2], 1 + (i % 3) as i32)]))
+        .map(|i| {
+            order(
+                &format!("ORD-{i}"),
+                &[(["SKU-1", "SKU-2"][i % 2], 1 + (i % 3) as i32)],
+            )
+        })
         .collect();
     let mut stream: Vec<Outgoing> = events.iter().map(Outgoing::event).collect();
     for i in (0..6_000).step_by(20) {
@@ -37,26 +43,46 @@ async fn a_consumer_leaving_mid_run_loses_and_doubles_nothing() {
             }
         })
     };
-    wait_until(Duration::from_secs(60), "both consumers applying", || async {
-        staying.metric("inbox_processed_total").await > 0.0
-            && leaving.metric("inbox_processed_total").await > 0.0
-    })
+    wait_until(
+        Duration::from_secs(60),
+        "both consumers applying",
+        || async {
+            staying.metric("inbox_processed_total").await > 0.0
+                && leaving.metric("inbox_processed_total").await > 0.0
+        },
+    )
     .await;
     leaving.stop().await;
     producing.await.expect("producer task");
 
-    wait_until(Duration::from_secs(120), "every record committed", || async {
-        committed_offsets(&spec.group, &topic, PARTITIONS).values().sum::<i64>() == total
-    })
+    wait_until(
+        Duration::from_secs(120),
+        "every record committed",
+        || async {
+            committed_offsets(&spec.group, &topic, PARTITIONS)
+                .values()
+                .sum::<i64>()
+                == total
+        },
+    )
     .await;
     assert_eq!(db.ledger_rows().await, 6_000);
-    let expected_sku1: i64 = (0..6_000).filter(|i| i % 2 == 0).map(|i| 1 + (i % 3) as i64).sum();
-    let expected_sku2: i64 = (0..6_000).filter(|i| i % 2 == 1).map(|i| 1 + (i % 3) as i64).sum();
+    let expected_sku1: i64 = (0..6_000)
+        .filter(|i| i % 2 == 0)
+        .map(|i| 1 + (i % 3) as i64)
+        .sum();
+    let expected_sku2: i64 = (0..6_000)
+        .filter(|i| i % 2 == 1)
+        .map(|i| 1 + (i % 3) as i64)
+        .sum();
     assert_eq!(db.reserved("SKU-1").await, expected_sku1);
     assert_eq!(db.reserved("SKU-2").await, expected_sku2);
     assert_eq!(db.reservations().await.len(), 6_000);
     assert!(
-        staying.metric("inbox_rebalances_total{kind=\"assign\"}").await >= 2.0,
+        staying
+            .metric("inbox_rebalances_total{kind=\"assign\"}")
+            .await
+            >= 2.0,
         "the staying consumer took over the leaver's partitions"
     );
     staying.stop().await;

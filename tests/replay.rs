@@ -12,7 +12,8 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
     const PARTITIONS: i32 = 4;
     let topic = fresh_topic(PARTITIONS).await;
     let db = TestDb::new().await;
-    db.seed_stock(&[("SKU-1", 1_000), ("SKU-2", 1_000), ("SKU-3", 5)]).await;
+    db.seed_stock(&[("SKU-1", 1_000), ("SKU-2", 1_000), ("SKU-3", 5)])
+        .await;
 
     let mut records = Vec::new();
     for i in 0..300 {
@@ -28,12 +29,16 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
 
     let total = records.len() as i64;
     let all_committed = |spec: ConsumerSpec| async move {
-        wait_until(Duration::from_secs(90), "every record committed", || async {
-            committed_offsets(&spec.group, &spec.topic, PARTITIONS)
-                .values()
-                .sum::<i64>()
-                == total
-        })
+        wait_until(
+            Duration::from_secs(90),
+            "every record committed",
+            || async {
+                committed_offsets(&spec.group, &spec.topic, PARTITIONS)
+                    .values()
+                    .sum::<i64>()
+                    == total
+            },
+        )
         .await;
     };
 
@@ -48,7 +53,9 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
     assert_eq!(ledger, 300);
     assert_eq!(parked.len(), 1);
     assert!(
-        reservations.values().any(|(_, status)| status == "rejected"),
+        reservations
+            .values()
+            .any(|(_, status)| status == "rejected"),
         "SKU-3 runs out, so the replay must also keep rejections as they were"
     );
 

@@ -16,7 +16,12 @@ async fn record_and_row_make_the_round_trip_through_real_services() {
     let db = TestDb::new().await;
     let event = order("ORD-RT-1", &[("SKU-RT", 2)]);
 
-    produce(&producer(), &topic, &[Outgoing::event(&event).on_partition(1)]).await;
+    produce(
+        &producer(),
+        &topic,
+        &[Outgoing::event(&event).on_partition(1)],
+    )
+    .await;
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", KAFKA)
         .set("group.id", unique("round_trip"))

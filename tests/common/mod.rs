@@ -150,19 +150,26 @@ impl TestDb {
             .await
             .expect("read reservations")
             .into_iter()
-            .map(|r| ((r.get("order_id"), r.get("sku")), (r.get("quantity"), r.get("status"))))
+            .map(|r| {
+                (
+                    (r.get("order_id"), r.get("sku")),
+                    (r.get("quantity"), r.get("status")),
+                )
+            })
             .collect()
     }
 
     /// (reason, offset) of every parked row, by offset.
     pub async fn parked(&self) -> Vec<(String, i64)> {
-        sqlx::query("SELECT reason, kafka_offset FROM inbox_parked ORDER BY kafka_partition, kafka_offset")
-            .fetch_all(&self.pool)
-            .await
-            .expect("read parked")
-            .into_iter()
-            .map(|r| (r.get("reason"), r.get("kafka_offset")))
-            .collect()
+        sqlx::query(
+            "SELECT reason, kafka_offset FROM inbox_parked ORDER BY kafka_partition, kafka_offset",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .expect("read parked")
+        .into_iter()
+        .map(|r| (r.get("reason"), r.get("kafka_offset")))
+        .collect()
     }
 }
 
@@ -472,7 +479,11 @@ pub async fn wait_for_ledger(db: &TestDb, rows: i64, timeout: Duration) {
         db.ledger_rows().await >= rows
     })
     .await;
-    assert_eq!(db.ledger_rows().await, rows, "more ledger rows than expected");
+    assert_eq!(
+        db.ledger_rows().await,
+        rows,
+        "more ledger rows than expected"
+    );
 }
 
 /// Committed offsets of a group for a topic, per partition (-1001 = none).

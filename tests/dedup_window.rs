@@ -1,0 +1,206 @@
+//! The dedup window (SPEC §7): the days with a ledger partition, around the
+//! database's today; maintenance that creates and drops whole partitions
+//! under an advisory lock; events at both edges; and a dropped day whose
+//! duplicates are then parked, never applied.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::{NaiveDate, TimeZone, Utc};
+use common::*;
+
+async fn today(db: &TestDb) -> NaiveDate {
+    sqlx::query_scalar("SELECT current_date")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+async fn window(db: &TestDb) -> Vec<NaiveDate> {
+    sqlx::query_scalar("SELECT d FROM inbox_window_days() AS d ORDER BY d")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+}
+
+fn days(first: NaiveDate, last: NaiveDate) -> Vec<NaiveDate> {
+    first.iter_days().take_while(|d| *d <= last).collect()
+}
+
+fn maintain(db: &TestDb, retention_days: &str) -> String {
+    let output = Command::new(binary())
+        .arg("maintain")
+        .env("DATABASE_URL", &db.url)
+        .env("INBOX_RETENTION_DAYS", retention_days)
+        .output()
+        .expect("run maintain");
+    assert!(output.status.success(), "maintain failed: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn partitions_after_migrate_and_maintain_are_exactly_the_window() {
+    let db = TestDb::new().await;
+    let today = today(&db).await;
+    let expected = days(today - chrono::Days::new(14), today + chrono::Days::new(2));
+    assert_eq!(window(&db).await, expected, "after migrate");
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'processed_inbox'::regclass ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        names[0],
+        format!("processed_inbox_p{}", expected[0].format("%Y%m%d"))
+    );
+
+    let out = maintain(&db, "14");
+    assert!(out.contains("created: 0, dropped: 0"), "{out}");
+    assert_eq!(window(&db).await, expected, "maintain is idempotent");
+
+    let out = maintain(&db, "10");
+    assert!(out.contains("dropped: 4"), "{out}");
+    assert_eq!(
+        window(&db).await,
+        days(today - chrono::Days::new(10), today + chrono::Days::new(2))
+    );
+}
+
+#[tokio::test]
+async fn maintenance_runs_in_one_instance_at_a_time() {
+    let db = TestDb::new().await;
+    let today = today(&db).await;
+    sqlx::query(&format!(
+        "DROP TABLE processed_inbox_p{}",
+        (today + chrono::Days::new(2)).format("%Y%m%d")
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    // While another instance holds the lock, maintain does nothing.
+    let mut holder = db.pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(hashtext('inventory-inbox:maintain'))")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let out = maintain(&db, "14");
+    assert!(
+        out.contains("another instance holds the maintenance lock"),
+        "{out}"
+    );
+    assert_eq!(window(&db).await.len(), 16);
+    sqlx::query("SELECT pg_advisory_unlock(hashtext('inventory-inbox:maintain'))")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    drop(holder);
+
+    // Two at once: both succeed, the partition is created once.
+    let spawn = || {
+        Command::new(binary())
+            .arg("maintain")
+            .env("DATABASE_URL", &db.url)
+            .output()
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(spawn);
+        let b = s.spawn(spawn);
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
+    assert_eq!(
+        window(&db).await,
+        days(today - chrono::Days::new(14), today + chrono::Days::new(2))
+    );
+}
+
+#[tokio::test]
+async fn events_just_inside_the_window_apply_and_just_outside_are_parked() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let today = today(&db).await;
+    let at = |day: NaiveDate, h: u32, m: u32, s: u32| {
+        Utc.from_utc_datetime(&day.and_hms_opt(h, m, s).unwrap())
+    };
+    let oldest = today - chrono::Days::new(14);
+    let newest = today + chrono::Days::new(2);
+    let records = [
+        order_at("ORD-OLDEST", &[("SKU-1", 1)], at(oldest, 0, 0, 0)),
+        order_at(
+            "ORD-TOO-OLD",
+            &[("SKU-1", 1)],
+            at(oldest - chrono::Days::new(1), 23, 59, 59),
+        ),
+        order_at("ORD-NEWEST", &[("SKU-1", 1)], at(newest, 23, 59, 59)),
+        order_at(
+            "ORD-TOO-NEW",
+            &[("SKU-1", 1)],
+            at(newest + chrono::Days::new(1), 0, 0, 0),
+        ),
+    ];
+    produce(
+        &producer(),
+        &topic,
+        &records.iter().map(Outgoing::event).collect::<Vec<_>>(),
+    )
+    .await;
+
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_until(Duration::from_secs(60), "4 records committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == 4
+    })
+    .await;
+    assert_eq!(db.reserved("SKU-1").await, 2, "the two edge events inside");
+    assert_eq!(
+        db.parked().await,
+        [
+            ("outside_dedup_window".into(), 1),
+            ("event_time_in_future".into(), 3)
+        ]
+    );
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let today = today(&db).await;
+    let oldest = today - chrono::Days::new(14);
+    let event = order_at(
+        "ORD-OLD",
+        &[("SKU-1", 5)],
+        Utc.from_utc_datetime(&oldest.and_hms_opt(12, 0, 0).unwrap()),
+    );
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
+    wait_until(
+        Duration::from_secs(60),
+        "first delivery committed",
+        || async { committed_offsets(&spec.group, &topic, 1)[&0] == 1 },
+    )
+    .await;
+    assert_eq!(db.reserved("SKU-1").await, 5);
+
+    // The day leaves the window while the consumer runs (it still believes
+    // the day is inside): the duplicate must be parked, not applied.
+    let out = maintain(&db, "13");
+    assert!(out.contains("dropped: 1"), "{out}");
+    produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
+    wait_until(Duration::from_secs(60), "duplicate committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == 2
+    })
+    .await;
+    assert_eq!(db.reserved("SKU-1").await, 5, "not applied twice");
+    assert_eq!(db.parked().await, [("outside_dedup_window".into(), 1)]);
+    consumer.stop().await;
+}
