@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use uuid::Uuid;
+
 use crate::event::{self, Header, OrderPlaced, ParkReason, Rejection};
 use crate::window::DedupWindow;
 
@@ -23,14 +25,22 @@ pub struct InboundRecord {
     pub headers: Vec<Header>,
 }
 
+impl InboundRecord {
+    /// The ledger's fingerprint of this record's payload.
+    pub fn payload_hash(&self) -> i64 {
+        event::payload_hash(self.payload.as_deref().unwrap_or_default())
+    }
+}
+
 /// What a batch does with one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
     /// Valid and inside the dedup window: goes to the ledger, which decides
     /// whether it is fresh or a duplicate.
     Candidate(OrderPlaced),
-    /// Its message id appeared earlier in the same batch.
-    DuplicateInBatch,
+    /// Its message id appeared earlier in the same batch: a duplicate, or an
+    /// id conflict when its payload differs from the ledger's.
+    RepeatInBatch(OrderPlaced),
     /// Not applicable: parked with this reason.
     Parked(Rejection),
 }
@@ -43,9 +53,10 @@ pub struct Classified {
 }
 
 /// Classifies records in poll order: decode and validate, check the dedup
-/// window, and mark repeated message ids as in-batch duplicates.
+/// window, and mark repeated message ids as in-batch repeats (the ledger then
+/// tells a duplicate from an id reused for another payload).
 pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Vec<Classified> {
-    let mut seen = HashSet::with_capacity(records.len());
+    let mut seen: HashSet<Uuid> = HashSet::with_capacity(records.len());
     records
         .into_iter()
         .map(|record| {
@@ -57,7 +68,7 @@ pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Vec<Classi
                         detail: format!("event day {} has no ledger partition", order.event_day()),
                         message_id: Some(order.message_id),
                     }),
-                    None if !seen.insert(order.message_id) => Disposition::DuplicateInBatch,
+                    None if !seen.insert(order.message_id) => Disposition::RepeatInBatch(order),
                     None => Disposition::Candidate(order),
                 },
             };
@@ -67,6 +78,16 @@ pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Vec<Classi
             }
         })
         .collect()
+}
+
+/// The rejection of a record whose id is known with another payload: a
+/// producer bug, not a duplicate.
+pub fn id_conflict(message_id: Uuid) -> Rejection {
+    Rejection {
+        reason: ParkReason::EventIdConflict,
+        detail: format!("message id {message_id} was seen with a different payload"),
+        message_id: Some(message_id),
+    }
 }
 
 /// A parked record with the reason it carries.
@@ -168,7 +189,10 @@ mod tests {
             &today_window(),
         );
         assert!(matches!(batch[0].disposition, Disposition::Candidate(_)));
-        assert_eq!(batch[1].disposition, Disposition::DuplicateInBatch);
+        assert!(matches!(
+            batch[1].disposition,
+            Disposition::RepeatInBatch(_)
+        ));
     }
 
     #[test]
@@ -194,7 +218,7 @@ mod tests {
         let lanes = lanes(records, 4, 3);
         let mut seen = 0;
         for lane in &lanes {
-            let mut partitions = HashSet::new();
+            let mut partitions = std::collections::HashSet::new();
             let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
             for batch in lane {
                 assert!((1..=3).contains(&batch.len()));

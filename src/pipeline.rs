@@ -27,6 +27,7 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use tokio::sync::watch;
 
 use crate::batch::{self, InboundRecord};
+use crate::event::ParkReason;
 use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
 use crate::metrics::Metrics;
 use crate::store::{BatchOutcome, Inbox, StoreError};
@@ -385,6 +386,9 @@ impl Pipeline {
         }
         for row in &outcome.newly_parked {
             m.parked.with_label_values(&[row.reason.as_str()]).inc();
+            if row.reason == ParkReason::EventIdConflict {
+                m.id_conflicts.inc();
+            }
             tracing::warn!(
                 message_id = row.message_id.map(|id| id.to_string()).unwrap_or_default(),
                 topic = %row.topic,

@@ -35,6 +35,7 @@ const RESERVE_STOCK: &str = include_str!("../sql/reserve_stock.sql");
 const INSERT_PARKED: &str = include_str!("../sql/insert_parked.sql");
 const WINDOW_DAYS: &str = include_str!("../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../sql/maintain.sql");
+const LEDGER_HASHES: &str = include_str!("../sql/ledger_hashes.sql");
 const LIST_PARKED: &str = include_str!("../sql/list_parked.sql");
 const LOCK_PARKED: &str = include_str!("../sql/lock_parked.sql");
 const MARK_REPLAYED: &str = include_str!("../sql/mark_replayed.sql");
@@ -417,10 +418,11 @@ impl Inbox {
         let mut outcome = BatchOutcome::default();
         let mut parked: Vec<ParkedRow> = Vec::new();
         let mut candidates: Vec<(&InboundRecord, &OrderPlaced)> = Vec::new();
+        let mut repeats: Vec<(&InboundRecord, &OrderPlaced)> = Vec::new();
         for item in batch {
             match &item.disposition {
                 Disposition::Candidate(order) => candidates.push((&item.record, order)),
-                Disposition::DuplicateInBatch => outcome.duplicates += 1,
+                Disposition::RepeatInBatch(order) => repeats.push((&item.record, order)),
                 Disposition::Parked(rejection) => parked.push(ParkedRow::new(
                     &item.record,
                     rejection.reason,
@@ -464,6 +466,9 @@ impl Inbox {
             }
         });
 
+        // (partition, offset) of records whose id the ledger holds with
+        // another payload.
+        let mut conflicting: HashSet<(i32, i64)> = HashSet::new();
         if !candidates.is_empty() {
             // 3. Which order lines are already reserved (business duplicates).
             let (orders, line_skus): (Vec<&str>, Vec<&str>) = candidates
@@ -535,7 +540,7 @@ impl Inbox {
                 .bind(
                     candidates
                         .iter()
-                        .map(|(r, _)| event::payload_hash(r.payload.as_deref().unwrap_or_default()))
+                        .map(|(r, _)| r.payload_hash())
                         .collect::<Vec<_>>(),
                 )
                 .fetch_all(&mut *tx)
@@ -543,14 +548,51 @@ impl Inbox {
                 .into_iter()
                 .collect();
 
+            // A known id with another payload than the ledger's is a producer
+            // bug, not a duplicate: parked as a conflict. The ledger is asked
+            // only when the batch has known or repeated ids at all.
+            let known: Vec<&(&InboundRecord, &OrderPlaced)> = candidates
+                .iter()
+                .filter(|(_, o)| !fresh_ids.contains(&o.message_id))
+                .chain(repeats.iter())
+                .collect();
+            if !known.is_empty() {
+                let stored: HashMap<Uuid, i64> = sqlx::query(LEDGER_HASHES)
+                    .bind(&self.consumer)
+                    .bind(known.iter().map(|(_, o)| o.event_day()).collect::<Vec<_>>())
+                    .bind(known.iter().map(|(_, o)| o.message_id).collect::<Vec<_>>())
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .map(|row| Ok((row.try_get("message_id")?, row.try_get("payload_hash")?)))
+                    .collect::<Result<_, sqlx::Error>>()?;
+                for (record, order) in known {
+                    if stored
+                        .get(&order.message_id)
+                        .is_some_and(|hash| *hash != record.payload_hash())
+                    {
+                        conflicting.insert((record.partition, record.offset));
+                        let rejection = batch::id_conflict(order.message_id);
+                        parked.push(ParkedRow::new(
+                            record,
+                            rejection.reason,
+                            rejection.detail,
+                            rejection.message_id,
+                        ));
+                    }
+                }
+            }
+
             let mut fresh: Vec<&OrderPlaced> = Vec::with_capacity(fresh_ids.len());
-            for (order, is_business_duplicate) in orders_only.iter().zip(&business_duplicate) {
+            for ((record, order), is_business_duplicate) in
+                candidates.iter().zip(&business_duplicate)
+            {
                 if fresh_ids.contains(&order.message_id) {
                     fresh.push(order);
                     outcome.processed += 1;
                     outcome.business_duplicates += u64::from(*is_business_duplicate);
                     outcome.fresh_event_times.push(order.occurred_at);
-                } else {
+                } else if !conflicting.contains(&(record.partition, record.offset)) {
                     outcome.duplicates += 1;
                 }
             }
@@ -594,6 +636,11 @@ impl Inbox {
                 }
             }
         }
+
+        outcome.duplicates += repeats
+            .iter()
+            .filter(|(r, _)| !conflicting.contains(&(r.partition, r.offset)))
+            .count() as u64;
 
         // 6. Parked records, in the same transaction, in offset order.
         if !parked.is_empty() {
@@ -694,7 +741,7 @@ fn reject(item: &Classified, sqlstate: &str, message: &str) -> Classified {
     let message_id = match &item.disposition {
         Disposition::Candidate(order) => Some(order.message_id),
         Disposition::Parked(rejection) => rejection.message_id,
-        Disposition::DuplicateInBatch => None,
+        Disposition::RepeatInBatch(order) => Some(order.message_id),
     };
     Classified {
         record: item.record.clone(),

@@ -200,3 +200,105 @@ async fn every_outcome_leaves_exactly_its_effect() {
 
     consumer.stop().await;
 }
+
+#[tokio::test]
+async fn a_reused_id_with_another_payload_is_parked_as_a_conflict() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 100)]).await;
+    let original = order("ORD-C1", &[("SKU-A", 1)]);
+    let mut reused = order("ORD-C2", &[("SKU-A", 50)]);
+    reused.message_id = original.message_id;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+
+    // In one batch: the original, the same id with another payload, and an
+    // exact redelivery.
+    produce(
+        &producer(),
+        &topic,
+        &[
+            Outgoing::event(&original),
+            Outgoing::event(&reused),
+            Outgoing::event(&original),
+        ],
+    )
+    .await;
+    wait_until(Duration::from_secs(60), "3 committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == 3
+    })
+    .await;
+    // In a later batch: checked against the ledger's stored fingerprint.
+    produce(
+        &producer(),
+        &topic,
+        &[Outgoing::event(&reused), Outgoing::event(&original)],
+    )
+    .await;
+    wait_until(Duration::from_secs(60), "5 committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == 5
+    })
+    .await;
+
+    assert_eq!(db.reserved("SKU-A").await, 1, "only the original applied");
+    assert_eq!(db.ledger_rows().await, 1);
+    assert_eq!(
+        db.parked().await,
+        [
+            ("event_id_conflict".into(), 1),
+            ("event_id_conflict".into(), 3)
+        ]
+    );
+    assert_eq!(consumer.metric("inbox_id_conflict_total").await, 2.0);
+    assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 2.0);
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn a_record_the_database_refuses_is_isolated_and_the_rest_applied() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 100)]).await;
+    // A rule the service does not know about: the database refuses this
+    // order (SQLSTATE 23514, not transient) at the reservation insert.
+    sqlx::query(
+        "ALTER TABLE order_reservation ADD CONSTRAINT no_blocked CHECK (order_id <> 'ORD-BLOCKED')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let events: Vec<_> = (0..9)
+        .map(|i| {
+            let id = if i == 4 {
+                "ORD-BLOCKED".to_owned()
+            } else {
+                format!("ORD-{i}")
+            };
+            order(&id, &[("SKU-A", 1)])
+        })
+        .collect();
+    produce(
+        &producer(),
+        &topic,
+        &events.iter().map(Outgoing::event).collect::<Vec<_>>(),
+    )
+    .await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_until(Duration::from_secs(60), "9 committed", || async {
+        committed_offsets(&spec.group, &topic, 1)[&0] == 9
+    })
+    .await;
+    assert_eq!(db.reserved("SKU-A").await, 8);
+    assert_eq!(db.ledger_rows().await, 8);
+    assert_eq!(db.parked().await, [("db_rejected".into(), 4)]);
+    let error: String = sqlx::query_scalar("SELECT error FROM inbox_parked")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(
+        error.contains("23514") && error.contains("no_blocked"),
+        "{error}"
+    );
+    consumer.stop().await;
+}
