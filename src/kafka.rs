@@ -203,6 +203,34 @@ impl ConsumerContext for InboxContext {
     }
 }
 
+/// The topic's `retention.ms` as the broker reports it; `None` for
+/// unlimited (-1) or when the broker does not say.
+pub async fn topic_retention(
+    settings: &KafkaSettings,
+    topic: &str,
+) -> KafkaResult<Option<Duration>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        settings.client_config().create()?;
+    let results = admin
+        .describe_configs(
+            &[ResourceSpecifier::Topic(topic)],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?;
+    let retention_ms = results
+        .into_iter()
+        .filter_map(Result::ok)
+        .find_map(|resource| {
+            resource
+                .get("retention.ms")
+                .and_then(|entry| entry.value.as_deref()?.parse::<i64>().ok())
+        });
+    Ok(retention_ms
+        .filter(|ms| *ms >= 0)
+        .map(|ms| Duration::from_millis(ms as u64)))
+}
+
 /// Copies a polled message into an owned record.
 pub fn to_record<M: Message>(message: &M) -> InboundRecord {
     let headers = message

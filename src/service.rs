@@ -76,6 +76,14 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         args.database.retention(),
     ));
 
+    check_topic_retention(
+        &kafka,
+        &args.kafka_topic,
+        args.database.inbox_retention_days,
+        &metrics,
+    )
+    .await;
+
     let offsets = Arc::new(CommittedOffsets::default());
     let context = InboxContext {
         offsets: offsets.clone(),
@@ -113,6 +121,37 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     .run(shutdown)
     .await?;
     Ok(())
+}
+
+/// Warns when the topic keeps records longer than the dedup window: a replay
+/// from the earliest offset would then reach events whose duplicates can no
+/// longer be recognised, and those are parked (never applied).
+async fn check_topic_retention(
+    kafka: &crate::kafka::KafkaSettings,
+    topic: &str,
+    retention_days: i32,
+    metrics: &Metrics,
+) {
+    let window = Duration::from_secs(u64::from(retention_days.unsigned_abs()) * 86_400);
+    match crate::kafka::topic_retention(kafka, topic).await {
+        Ok(retention) => {
+            metrics
+                .topic_retention
+                .set(retention.map_or(-1, |r| r.as_secs() as i64));
+            if retention.is_none_or(|r| r > window) {
+                tracing::warn!(
+                    topic,
+                    retention_seconds = retention.map_or(-1, |r| r.as_secs() as i64),
+                    dedup_window_days = retention_days,
+                    "the topic keeps records longer than the dedup window: replays of records older than the window will be parked as outside_dedup_window"
+                );
+            }
+        }
+        Err(error) => {
+            metrics.topic_retention.set(-1);
+            tracing::warn!(%error, topic, "could not read the topic's retention.ms");
+        }
+    }
 }
 
 async fn maintain_and_load(

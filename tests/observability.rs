@@ -402,13 +402,13 @@ impl Prometheus {
         std::fs::create_dir_all(dir.join("data")).expect("prometheus dir");
         let config = std::fs::read_to_string(dashboards().join("prometheus.yml"))
             .expect("read dashboards/prometheus.yml");
-        let config = replace_once(
+        let config = set_config(
             &config,
             "127.0.0.1:9464",
             &format!("127.0.0.1:{consumer_port}"),
         );
-        let config = replace_once(&config, "scrape_interval: 5s", "scrape_interval: 1s");
-        let config = replace_once(
+        let config = set_config(&config, "scrape_interval: 5s", "scrape_interval: 1s");
+        let config = set_config(
             &config,
             "evaluation_interval: 5s",
             "evaluation_interval: 1s",
@@ -543,14 +543,22 @@ impl Drop for Prometheus {
     }
 }
 
-/// `text` with `from` (which must occur exactly once) replaced by `to`.
-fn replace_once(text: &str, from: &str, to: &str) -> String {
-    assert_eq!(
-        text.matches(from).count(),
-        1,
-        "dashboards/prometheus.yml should contain {from:?} once"
-    );
-    text.replacen(from, to, 1)
+/// `text` with `from` replaced by `to` in every line that is not a comment;
+/// `from` must occur in one at least.
+fn set_config(text: &str, from: &str, to: &str) -> String {
+    let mut found = false;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with('#') || !line.contains(from) {
+                return line.to_owned();
+            }
+            found = true;
+            line.replace(from, to)
+        })
+        .collect();
+    assert!(found, "dashboards/prometheus.yml should set {from:?}");
+    lines.join("\n") + "\n"
 }
 
 /// Produces until `stop`: per tick, fresh orders, an exact redelivery of an
@@ -646,32 +654,29 @@ async fn every_family_moved(consumer: &ConsumerProcess) -> String {
         "inbox_offset_commit_failures_total",
         "inbox_id_conflict_total",
     ];
-    let mut summary = String::new();
-    wait_until(
-        Duration::from_secs(30),
-        "every metric family moved",
-        || async {
-            let Some((_, body)) = consumer.get("/metrics").await else {
-                return false;
-            };
-            summary.clear();
-            let mut all = true;
-            for series in MOVED {
-                let value: f64 = body
-                    .lines()
-                    .filter(|line| line.starts_with(series))
-                    .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
-                    .sum();
-                let moved = value > 0.0 || (series.ends_with('{') && body.contains(series));
-                all &= moved;
-                write!(summary, "{series}={value} ").expect("write to a String");
-            }
-            for series in EXPOSED {
-                all &= body.contains(series);
-            }
-            all
-        },
-    )
-    .await;
-    summary
+    let timeout = Duration::from_secs(30);
+    let started = Instant::now();
+    loop {
+        let body = consumer.get("/metrics").await.unwrap_or_default().1;
+        let mut summary = String::new();
+        let mut all = EXPOSED.iter().all(|series| body.contains(series));
+        for series in MOVED {
+            let value: f64 = body
+                .lines()
+                .filter(|line| line.starts_with(series))
+                .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum();
+            // A gauge family (lag) only has to be there; counters must count.
+            all &= value > 0.0 || (series.ends_with('{') && body.contains(series));
+            write!(summary, "{series}={value} ").expect("write to a String");
+        }
+        if all {
+            return summary;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "not every metric family moved within {timeout:?}: {summary}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -175,6 +175,11 @@ impl TestDb {
 
 /// A fresh topic with `partitions` partitions.
 pub async fn fresh_topic(partitions: i32) -> String {
+    fresh_topic_with(partitions, &[]).await
+}
+
+/// A fresh topic with topic-level configuration.
+pub async fn fresh_topic_with(partitions: i32, config: &[(&str, &str)]) -> String {
     require_services();
     let name = unique("orders_test");
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
@@ -183,7 +188,10 @@ pub async fn fresh_topic(partitions: i32) -> String {
         .expect("admin client");
     let results = admin
         .create_topics(
-            &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
+            &[config.iter().fold(
+                NewTopic::new(&name, partitions, TopicReplication::Fixed(1)),
+                |topic, (key, value)| topic.set(key, value),
+            )],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
         )
         .await
