@@ -646,7 +646,8 @@ mod tests {
 
     #[test]
     fn field_limits_are_enforced() {
-        let cases: Vec<Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>> = vec![
+        type Edit = Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>;
+        let cases: Vec<Edit> = vec![
             Box::new(|o| {
                 o.insert("order_id".into(), "".into());
             }),
