@@ -84,7 +84,11 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
     stock.push((SCARCE_SKU, 1));
     db.seed_stock(&stock).await;
     let topic = fresh_topic(PARTITIONS).await;
-    let consumer = ConsumerSpec::new(&db, &topic).start();
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    // Metrics are the subject here, not privileges: the consumer runs as the
+    // owner role, whose sessions the test may end (`provoke_db_retry`).
+    spec.database_url = db.url.clone();
+    let consumer = spec.start();
     eprintln!("consumer log: {}", consumer.log.display());
 
     let prometheus = Prometheus::start(consumer.metrics_port);
@@ -117,8 +121,9 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
     let deadline = Instant::now() + QUERY_DEADLINE;
     for (panel, expr) in &dashboard_queries {
         let query = grafana_to_promql(expr);
-        if let Err(why) = prometheus.query_until_data(&query, deadline).await {
-            failures.push(format!("panel {panel:?}: {query}\n    {why}"));
+        match prometheus.query_until_data(&query, deadline).await {
+            Ok(answer) => eprintln!("ok  panel {panel:?}: {query}\n      -> {answer}"),
+            Err(why) => failures.push(format!("panel {panel:?}: {query}\n    {why}")),
         }
     }
     for (name, label, metric) in template_label_queries(&dashboard) {
@@ -131,6 +136,8 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
             failures.push(format!(
                 "variable {name:?}: label_values({metric}, {label}) is empty: {values}"
             ));
+        } else {
+            eprintln!("ok  variable {name:?}: label_values({metric}, {label}) -> {values}");
         }
     }
     let rules = prometheus.alert_rules(deadline).await;
@@ -141,8 +148,9 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
     );
     for (name, expr) in &rules {
         let query = with_bool(expr);
-        if let Err(why) = prometheus.query_until_data(&query, deadline).await {
-            failures.push(format!("alert {name}: {query}\n    {why}"));
+        match prometheus.query_until_data(&query, deadline).await {
+            Ok(answer) => eprintln!("ok  alert {name}: {query}\n      -> {answer}"),
+            Err(why) => failures.push(format!("alert {name}: {query}\n    {why}")),
         }
     }
     if let Err(why) = prometheus.alert_fires("InboxRecordsParked", deadline).await {
@@ -232,18 +240,18 @@ fn dashboard_queries(dashboard: &Value) -> Vec<(String, String)> {
         "a `datasource` variable of type datasource, query prometheus"
     );
     let variable_source = serde_json::json!({"type": "prometheus", "uid": "${datasource}"});
-    let mut queries = Vec::new();
-    let mut panels: Vec<&Value> = dashboard["panels"]
+    // Rows hold their panels in `panels` when collapsed (one level only).
+    let panels = dashboard["panels"]
         .as_array()
         .expect("panels")
         .iter()
-        .collect();
-    while let Some(panel) = panels.pop() {
+        .flat_map(|panel| match panel["type"].as_str() {
+            Some("row") => panel["panels"].as_array().cloned().unwrap_or_default(),
+            _ => vec![panel.clone()],
+        });
+    let mut queries = Vec::new();
+    for panel in panels {
         let title = panel["title"].as_str().unwrap_or("?").to_owned();
-        if panel["type"] == "row" {
-            panels.extend(panel["panels"].as_array().into_iter().flatten());
-            continue;
-        }
         assert_eq!(panel["datasource"], variable_source, "panel {title:?}");
         let targets = panel["targets"].as_array().expect("targets");
         assert!(!targets.is_empty(), "panel {title:?} has no query");
@@ -461,24 +469,34 @@ impl Prometheus {
             .is_some_and(|targets| targets.iter().any(|t| t["health"] == "up"))
     }
 
-    /// Evaluates an instant query until it returns a sample or the deadline
-    /// passes; the error says what it returned last.
-    async fn query_until_data(&self, query: &str, deadline: Instant) -> Result<(), String> {
+    /// Evaluates an instant query until it returns a sample with a number
+    /// (not NaN: a quantile of nothing is no data on a panel) or the deadline
+    /// passes. Ok: how many series, and one value; the error says what it
+    /// returned last.
+    async fn query_until_data(&self, query: &str, deadline: Instant) -> Result<String, String> {
         let path = format!("/api/v1/query?query={}", percent_encode(query));
         loop {
             let data = self.api(&path).await;
-            let has_data = match data["resultType"].as_str() {
-                Some("vector") | Some("matrix") => {
-                    data["result"].as_array().is_some_and(|r| !r.is_empty())
-                }
-                Some("scalar") => true,
-                _ => false,
+            // Instant queries answer a vector (or a scalar): [time, "value"].
+            let samples: Vec<&Value> = match data["resultType"].as_str() {
+                Some("vector") => data["result"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|series| &series["value"])
+                    .collect(),
+                Some("scalar") => vec![&data["result"]],
+                _ => vec![],
             };
-            if has_data {
-                return Ok(());
+            let number = samples
+                .iter()
+                .filter_map(|sample| sample[1].as_str()?.parse::<f64>().ok())
+                .find(|value| value.is_finite());
+            if let Some(number) = number {
+                return Ok(format!("{} series, e.g. {number}", samples.len()));
             }
             if Instant::now() > deadline {
-                return Err(format!("no data: {data}"));
+                return Err(format!("no number: {data}"));
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

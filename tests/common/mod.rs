@@ -66,10 +66,17 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", Uuid::new_v4().simple())
 }
 
+/// The login role the consumer runs as in tests: a member of the
+/// least-privilege role `inventory_app` that the migrations grant.
+pub const APP_ROLE: &str = "inventory_app_test";
+
 /// A fresh database with the service's migrations applied.
 pub struct TestDb {
     pub name: String,
+    /// As the owner role (migrations, operator commands, test queries).
     pub url: String,
+    /// As the least-privilege application role (`run`).
+    pub app_url: String,
     pub pool: PgPool,
 }
 
@@ -99,7 +106,27 @@ impl TestDb {
             .connect(&url)
             .await
             .expect("connect to the test database");
-        TestDb { name, url, pool }
+        // Roles are cluster-wide: create the test login role once; tests
+        // running at the same moment may race to do it.
+        let create = format!(
+            "DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+                 CREATE ROLE {APP_ROLE} LOGIN PASSWORD '{APP_ROLE}' IN ROLE inventory_app;
+               END IF;
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+             END $$"
+        );
+        sqlx::query(&create)
+            .execute(&pool)
+            .await
+            .expect("app login role");
+        let app_url = format!("postgres://{APP_ROLE}:{APP_ROLE}@127.0.0.1:5432/{name}");
+        TestDb {
+            name,
+            url,
+            app_url,
+            pool,
+        }
     }
 
     /// Sets the stock of SKUs (on_hand, nothing reserved).
@@ -348,7 +375,7 @@ pub struct ConsumerSpec {
 impl ConsumerSpec {
     pub fn new(db: &TestDb, topic: &str) -> ConsumerSpec {
         ConsumerSpec {
-            database_url: db.url.clone(),
+            database_url: db.app_url.clone(),
             topic: topic.into(),
             group: unique("group"),
             consumer_name: "inventory-allocation-service".into(),

@@ -90,7 +90,7 @@ impl PrivatePostgres {
                 "-v",
                 "ON_ERROR_STOP=1",
                 "-c",
-                &format!("CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'"),
+                &format!("CREATE ROLE {ROLE} LOGIN CREATEROLE PASSWORD '{PASSWORD}'"),
                 "-c",
                 &format!("CREATE DATABASE {DATABASE} OWNER {ROLE}"),
             ],
@@ -128,6 +128,8 @@ impl PrivatePostgres {
         TestDb {
             name: DATABASE.into(),
             url: self.url(),
+            // The outage is the subject here, not privileges: the owner runs it.
+            app_url: self.url(),
             pool,
         }
     }
