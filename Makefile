@@ -9,7 +9,7 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps services-up services-down build test fmt lint demo loadtest bench
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench
 
 help:
 	@echo "make demo | test | build | services-up | services-down | loadtest | bench | fmt | lint"
@@ -17,6 +17,10 @@ help:
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
 	@scripts/build-deps.sh
+
+# System packages the tests need (Debian's prometheus for tests/observability.rs).
+test-deps:
+	@scripts/test-deps.sh
 
 services-up:
 	scripts/services.sh up
@@ -28,7 +32,7 @@ build: deps
 	$(CARGO) build --release --workspace
 
 # Every test, against real Kafka and PostgreSQL started here.
-test: deps services-up
+test: deps test-deps services-up
 	$(CARGO) test --workspace $(FEATURES)
 
 fmt:

@@ -137,7 +137,10 @@ pub struct InboxContext {
 
 impl ClientContext for InboxContext {
     /// Lag per partition: the broker's high watermark minus the committed
-    /// offset, as librdkafka's statistics report it.
+    /// offset, as librdkafka's statistics report it, for the partitions this
+    /// member owns. librdkafka keeps reporting a revoked partition with its
+    /// last, frozen figures; exported, they would count the partition twice
+    /// in the group's lag (once per member that ever owned it).
     fn stats(&self, statistics: Statistics) {
         for topic in statistics.topics.values() {
             for partition in topic.partitions.values() {
@@ -145,7 +148,7 @@ impl ClientContext for InboxContext {
                     continue;
                 }
                 let label = partition.partition.to_string();
-                if partition.consumer_lag >= 0 {
+                if partition.desired && partition.consumer_lag >= 0 {
                     self.metrics
                         .consumer_lag
                         .with_label_values(&[&label])

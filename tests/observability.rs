@@ -8,7 +8,7 @@
 //!
 //! How the queries are evaluated, through Prometheus's HTTP API:
 //! - Dashboard targets: Grafana's variables are replaced by concrete values
-//!   (`$__rate_interval` 30s, `$__interval` 5s, `$__range` 1m, `$instance`
+//!   (`$__rate_interval` 10s, `$__interval` 5s, `$__range` 1m, `$instance`
 //!   `.*`); the `instance` variable's own `label_values` query is asked of
 //!   the label-values API.
 //! - Alert rules are taken from `/api/v1/rules`, i.e. as this Prometheus
@@ -52,11 +52,15 @@ const TICK: Duration = Duration::from_millis(100);
 const FRESH_ORDERS_PER_TICK: usize = 8;
 /// Grafana's variables, as the queries are evaluated here.
 const GRAFANA_VARIABLES: [(&str, &str); 4] = [
-    ("$__rate_interval", "30s"),
+    // Grafana's is at least four scrape intervals; Prometheus scrapes every
+    // second here.
+    ("$__rate_interval", "10s"),
     ("$__interval", "5s"),
     ("$__range", "1m"),
     ("$instance", ".*"),
 ];
+/// Returns data once the consumer processes at a pace again.
+const STEADY_PACE: &str = "sum(rate(inbox_processed_total[10s])) > 40";
 /// How long every query together may take to return data.
 const QUERY_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -113,6 +117,13 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
         "metric families moved after {:?}: {families}",
         started.elapsed()
     );
+    // Evaluate once the rate windows show the consumer processing again
+    // (draining what piled up during the refusal, then at the load's pace
+    // of about 80 fresh events/s), not only the retry's stall.
+    prometheus
+        .query_until_data(STEADY_PACE, Instant::now() + Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|why| panic!("the consumer did not get back to pace: {why}"));
 
     let body = consumer.get("/metrics").await.expect("GET /metrics").1;
     promtool(&["check", "metrics"], &body);
@@ -153,8 +164,9 @@ async fn dashboard_and_alert_queries_return_data_from_a_live_consumer() {
             Err(why) => failures.push(format!("alert {name}: {query}\n    {why}")),
         }
     }
-    if let Err(why) = prometheus.alert_fires("InboxRecordsParked", deadline).await {
-        failures.push(why);
+    match prometheus.alert_fires("InboxRecordsParked", deadline).await {
+        Ok(()) => eprintln!("ok  alert InboxRecordsParked is firing"),
+        Err(why) => failures.push(why),
     }
     assert!(
         failures.is_empty(),
@@ -648,6 +660,12 @@ async fn provoke_db_retry(db: &TestDb, consumer: &ConsumerProcess) {
         .execute(&mut *admin)
         .await
         .expect("accept connections again");
+    wait_until(
+        Duration::from_secs(20),
+        "the consumer is ready again after the refusal",
+        || async { matches!(consumer.get("/readyz").await, Some((200, _))) },
+    )
+    .await;
 }
 
 /// Waits until every family of SPEC §10 the load drives has moved (and the
