@@ -35,6 +35,18 @@ build: deps
 test: deps test-deps services-up
 	$(CARGO) test --workspace $(FEATURES)
 
+# One generator scenario with a lag spike, against a consumer started and
+# stopped here, on a fresh database and topic.
+loadtest: build services-up
+	scripts/loadtest.sh --scenario loadtest --report $(REPORT) --duration $(DURATION) --rate $(RATE)
+
+# The newcomer's first command: about a minute at 1,400 events/s with a 20 s
+# consumer pause, duplicates and poison included; prints the report.
+demo: build services-up
+	scripts/loadtest.sh --scenario demo --report .local/demo/report.json \
+	  --duration 60 --rate 1400 --pause-at 20 --pause-for 20 \
+	  -- --duplicate-ratio 0.05 --poison-ratio 0.01
+
 fmt:
 	$(CARGO) fmt --all
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One load-generator scenario against a consumer this script starts and stops
+# itself, on a fresh database and topic of the local services (SPEC §9, §12).
+#
+#   scripts/loadtest.sh [--scenario NAME] [--report FILE] [--duration S] [--rate N]
+#                       [--pause-at S] [--pause-for S] [--strategy batch|per-record]
+#                       [-- extra inbox-loadgen flags]
+#
+# Leaves the JSON report, its SVG picture beside it and the consumer's log in
+# the report's folder; exits non-zero when reconciliation fails.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+scenario=loadtest
+report=.local/loadtest/report.json
+duration=60
+rate=1400
+pause_at=20
+pause_for=20
+strategy=batch
+extra=()
+while (($#)); do
+    case "$1" in
+        --scenario) scenario=$2; shift 2 ;;
+        --report) report=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        --rate) rate=$2; shift 2 ;;
+        --pause-at) pause_at=$2; shift 2 ;;
+        --pause-for) pause_for=$2; shift 2 ;;
+        --strategy) strategy=$2; shift 2 ;;
+        --) shift; extra=("$@"); break ;;
+        *) echo "loadtest: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+BIN="$REPO/target/release"
+PG=postgres://inventory:inventory@127.0.0.1:5432
+run_id="lt_$(date +%Y%m%d%H%M%S)_$$"
+metrics_port=${LOADTEST_METRICS_PORT:-9464}
+mkdir -p "$(dirname "$report")"
+log="${report%.json}.consumer.log"
+
+# A fresh database and topic per run, so runs never see each other's data.
+psql -q "$PG/inventory" -c "CREATE DATABASE $run_id"
+DATABASE_URL="$PG/$run_id" "$BIN/inventory-inbox" migrate >/dev/null
+scripts/services.sh topic "$run_id" 12 >/dev/null
+
+DATABASE_URL="$PG/$run_id" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
+    METRICS_ADDR="127.0.0.1:$metrics_port" DLQ_TOPIC= RUST_LOG=info \
+    "$BIN/inventory-inbox" run --strategy "$strategy" >"$log" 2>&1 &
+consumer=$!
+stop_consumer() {
+    if kill -0 "$consumer" 2>/dev/null; then
+        kill -CONT "$consumer" 2>/dev/null || true
+        kill -TERM "$consumer"
+        wait "$consumer" || true
+    fi
+}
+trap stop_consumer EXIT
+
+# Wait until the consumer serves its metrics (it has started).
+for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$metrics_port") 2>/dev/null && break
+    sleep 0.1
+done
+
+pause=()
+if [[ $pause_for != 0 ]]; then
+    pause=(--pause-consumer "$consumer" --pause-at "$pause_at" --pause-for "$pause_for")
+fi
+status=0
+DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" run \
+    --topic "$run_id" --scenario "$scenario" --rate "$rate" --duration "$duration" \
+    --metrics-url "http://127.0.0.1:$metrics_port/metrics" --report "$report" \
+    "${pause[@]}" "${extra[@]}" || status=$?
+stop_consumer
+trap - EXIT
+echo "report: $report (picture: ${report%.json}.svg, consumer log: $log)"
+exit "$status"
