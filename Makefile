@@ -47,6 +47,10 @@ demo: build services-up
 	  --duration 60 --rate 1400 --pause-at 20 --pause-for 20 \
 	  -- --duplicate-ratio 0.05 --poison-ratio 0.01
 
+# The numbers of SPEC §11 in one run; figures to .local/bench/results.json.
+bench: build services-up
+	scripts/bench.sh
+
 fmt:
 	$(CARGO) fmt --all
 

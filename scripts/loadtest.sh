@@ -4,7 +4,10 @@
 #
 #   scripts/loadtest.sh [--scenario NAME] [--report FILE] [--duration S] [--rate N]
 #                       [--pause-at S] [--pause-for S] [--strategy batch|per-record]
-#                       [-- extra inbox-loadgen flags]
+#                       [--prefill N] [-- extra inbox-loadgen flags]
+#
+# --prefill N: instead of a paced run, N events are produced while the
+# consumer is stopped (SIGSTOP), then it drains them: its max throughput.
 #
 # Leaves the JSON report, its SVG picture beside it and the consumer's log in
 # the report's folder; exits non-zero when reconciliation fails.
@@ -20,6 +23,7 @@ rate=1400
 pause_at=20
 pause_for=20
 strategy=batch
+prefill=
 extra=()
 while (($#)); do
     case "$1" in
@@ -30,6 +34,7 @@ while (($#)); do
         --pause-at) pause_at=$2; shift 2 ;;
         --pause-for) pause_for=$2; shift 2 ;;
         --strategy) strategy=$2; shift 2 ;;
+        --prefill) prefill=$2; shift 2 ;;
         --) shift; extra=("$@"); break ;;
         *) echo "loadtest: unknown option $1" >&2; exit 2 ;;
     esac
@@ -67,7 +72,9 @@ for _ in $(seq 100); do
 done
 
 pause=()
-if [[ $pause_for != 0 ]]; then
+if [[ -n $prefill ]]; then
+    pause=(--prefill "$prefill" --pause-consumer "$consumer")
+elif [[ $pause_for != 0 ]]; then
     pause=(--pause-consumer "$consumer" --pause-at "$pause_at" --pause-for "$pause_for")
 fi
 status=0

@@ -22,6 +22,7 @@
 //! continued once every record is acknowledged: a self-contained
 //! max-throughput run whose `catch_up_seconds` is the time to drain it.
 
+mod ceiling;
 mod generate;
 mod latency;
 mod ledger;
@@ -66,6 +67,70 @@ enum Command {
     /// Produce one scenario against a running consumer, wait until it has
     /// drained, reconcile and report. Exits 1 when reconciliation fails.
     Run(RunArgs),
+    /// The database-only ceiling: the service's batch transaction driven
+    /// directly, no Kafka; prints events/s (and writes --report).
+    DbCeiling(CeilingArgs),
+}
+
+#[derive(Debug, Args)]
+struct CeilingArgs {
+    /// A migrated database (its password is never printed).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Ledger consumer name to write under.
+    #[arg(long, default_value = "db-ceiling")]
+    consumer_name: String,
+    /// Fresh events to apply.
+    #[arg(long, default_value_t = 200_000)]
+    events: u64,
+    /// Records per transaction.
+    #[arg(long, default_value_t = 100)]
+    batch_size: usize,
+    /// Seeded SKUs.
+    #[arg(long, default_value_t = 1000)]
+    skus: usize,
+    /// SKUs receiving --hot-share of the lines.
+    #[arg(long, default_value_t = 10)]
+    hot_skus: usize,
+    #[arg(long, default_value_t = 0.5)]
+    hot_share: f64,
+    /// Where to write {"events", "seconds", "events_per_second"}.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+}
+
+async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
+    let mix = MixConfig {
+        duplicate_ratio: 0.0,
+        poison_ratio: 0.0,
+        skus: args.skus,
+        hot_skus: args.hot_skus,
+        hot_share: args.hot_share,
+    };
+    mix.validate().map_err(|e| anyhow!(e))?;
+    let result = ceiling::measure(
+        &args.database_url,
+        &args.consumer_name,
+        mix,
+        args.events,
+        args.batch_size.max(1),
+    )
+    .await?;
+    println!(
+        "db-only ceiling: {} events in {:.2} s = {:.0} events/s (batches of {})",
+        result.events, result.seconds, result.events_per_second, args.batch_size
+    );
+    if let Some(path) = &args.report {
+        let json = serde_json::json!({
+            "events": result.events,
+            "seconds": result.seconds,
+            "events_per_second": result.events_per_second,
+            "batch_size": args.batch_size,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(true)
 }
 
 #[derive(Debug, Args)]
@@ -276,10 +341,15 @@ impl RunArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Command::Run(args) = Cli::parse().command;
+    let work = async {
+        match Cli::parse().command {
+            Command::Run(args) => run(args).await,
+            Command::DbCeiling(args) => db_ceiling(args).await,
+        }
+    };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.
     let outcome = tokio::select! {
-        outcome = run(args) => outcome,
+        outcome = work => outcome,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
     };
     match outcome {

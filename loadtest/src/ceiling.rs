@@ -1,0 +1,87 @@
+//! The database-only ceiling (`inbox-loadgen db-ceiling`): the service's own
+//! batch transaction (`Inbox::apply`, the same SQL as `run`) driven directly,
+//! with no Kafka in between, over the same event mix. The full pipeline's
+//! throughput divided by this is the fraction of the database's capacity it
+//! reaches.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use inventory_inbox::batch::InboundRecord;
+use inventory_inbox::event::Header;
+use inventory_inbox::store::{self, Inbox};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::generate::{Generator, MixConfig, Planned};
+use crate::ledger::Ledger;
+
+/// What the ceiling run measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Ceiling {
+    pub events: u64,
+    pub seconds: f64,
+    pub events_per_second: f64,
+}
+
+/// Applies `events` fresh events in batches of `batch_size`, one transaction
+/// each, sequentially, and times it.
+pub async fn measure(
+    database_url: &str,
+    consumer: &str,
+    mix: MixConfig,
+    events: u64,
+    batch_size: usize,
+) -> Result<Ceiling> {
+    let mix = MixConfig {
+        duplicate_ratio: 0.0,
+        poison_ratio: 0.0,
+        ..mix
+    };
+    let today = Utc::now().date_naive();
+    let ledger = Ledger::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
+    ledger.seed(&mix.sku_names()).await?;
+    let mut generator = Generator::new(
+        mix,
+        StdRng::from_entropy(),
+        format!("ceil{}", std::process::id()),
+    );
+    let records: Vec<InboundRecord> = (0..events)
+        .map(|offset| {
+            let record = match generator.next(Utc::now()) {
+                Planned::Fresh { record, .. } => record,
+                other => other.record().clone(),
+            };
+            InboundRecord {
+                topic: "db-ceiling".into(),
+                partition: 0,
+                offset: offset as i64,
+                key: Some(record.key.into_bytes()),
+                payload: Some(record.payload),
+                headers: record
+                    .headers
+                    .into_iter()
+                    .map(|(key, value)| Header {
+                        key,
+                        value: Some(value.into_bytes()),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let pool = store::connect(database_url, 1)
+        .await
+        .context("connecting to DATABASE_URL")?;
+    let inbox = Inbox::new(pool, consumer.to_owned());
+    let started = Instant::now();
+    for batch in records.chunks(batch_size) {
+        inbox.apply(batch).await.context("applying a batch")?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Ceiling {
+        events,
+        seconds,
+        events_per_second: events as f64 / seconds,
+    })
+}
