@@ -1,6 +1,7 @@
 -- Least privilege: `run` works as the role inventory_app (or a login role
 -- that is a member of it), which may only do what consuming needs:
---   ledger:        INSERT, SELECT (fingerprints of known ids)
+--   ledger:        INSERT, SELECT, UPDATE of payload_hash only (the id-conflict
+--                  check of insert_ledger.sql rewrites it unchanged)
 --   reservations:  INSERT, SELECT (business duplicates)
 --   stock:         SELECT, UPDATE (row locks and the aggregated update)
 --   parked:        INSERT, SELECT
@@ -21,7 +22,7 @@ EXCEPTION
 END
 $$;
 
-GRANT SELECT, INSERT ON processed_inbox TO inventory_app;
+GRANT SELECT, INSERT, UPDATE (payload_hash) ON processed_inbox TO inventory_app;
 GRANT SELECT, INSERT ON order_reservation TO inventory_app;
 GRANT SELECT, UPDATE ON inventory_stock TO inventory_app;
 GRANT SELECT, INSERT ON inbox_parked TO inventory_app;

@@ -59,7 +59,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     loop {
         match maintain_and_load(&pool, &inbox, args.database.retention()).await {
             Ok(()) => break,
-            Err(error) if error.retry_reason().is_some() && !*shutdown.borrow() => {
+            Err(error @ store::StoreError::Transient { .. }) if !*shutdown.borrow() => {
                 tracing::warn!(%error, "database not reachable at start-up; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));

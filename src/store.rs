@@ -61,6 +61,11 @@ pub enum StoreError {
     /// again.
     #[error("database rejected the batch (SQLSTATE {sqlstate}): {message}")]
     Rejected { sqlstate: String, message: String },
+    /// The database refused the statements themselves (privileges, a
+    /// missing object...): every record would fail alike, so the batch is
+    /// retried, never parked, until an operator fixes the cause.
+    #[error("database error (SQLSTATE {sqlstate}): {message}")]
+    Unexpected { sqlstate: String, message: String },
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -70,6 +75,7 @@ impl StoreError {
     pub fn retry_reason(&self) -> Option<&'static str> {
         match self {
             StoreError::Transient { reason, .. } => Some(reason),
+            StoreError::Unexpected { .. } => Some("database_error"),
             _ => None,
         }
     }
@@ -93,7 +99,16 @@ impl From<sqlx::Error> for StoreError {
                     s if s.starts_with("57P") => transient("admin_shutdown"),
                     s if s.starts_with("08") => transient("connection"),
                     s if s.starts_with("53") => transient("insufficient_resources"),
-                    _ => StoreError::Rejected {
+                    // Data exceptions and integrity violations belong to the
+                    // records: worth isolating.
+                    s if s.starts_with("22") || s.starts_with("23") => StoreError::Rejected {
+                        message: db.message().to_owned(),
+                        sqlstate,
+                    },
+                    // Anything else (privileges, a missing object, a bug in a
+                    // statement) would refuse every record alike: retried, never
+                    // blamed on the records.
+                    _ => StoreError::Unexpected {
                         message: db.message().to_owned(),
                         sqlstate,
                     },
@@ -105,7 +120,7 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::Protocol(_)
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => transient("connection"),
-            _ => StoreError::Rejected {
+            _ => StoreError::Unexpected {
                 sqlstate: String::new(),
                 message: error.to_string(),
             },
@@ -151,7 +166,12 @@ pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, Store
         sqlstate: String::new(),
         message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
     })?;
-    let options = options.application_name("inventory-inbox");
+    // Generic plans: every statement is set-based over arrays, so a plan
+    // does not depend on the values, while a custom plan would re-plan the
+    // partitioned ledger (every partition) on each execution.
+    let options = options
+        .application_name("inventory-inbox")
+        .options([("plan_cache_mode", "force_generic_plan")]);
     Ok(PgPoolOptions::new()
         .max_connections(pool_size)
         .min_connections(0)
@@ -491,8 +511,10 @@ impl Inbox {
             let orders_only: Vec<&OrderPlaced> = candidates.iter().map(|(_, o)| *o).collect();
             let business_duplicate = allocation::business_duplicates(&orders_only, &existing);
 
-            // 4. The ledger decides what is fresh.
-            let fresh_ids: HashSet<Uuid> = sqlx::query_scalar(INSERT_LEDGER)
+            // 4. The ledger decides what is fresh (inserted now), what is a
+            //    duplicate (not returned), and which known ids came with
+            //    another payload (returned, not inserted): id conflicts.
+            let returned: Vec<(Uuid, i64)> = sqlx::query_as(INSERT_LEDGER)
                 .bind(&self.consumer)
                 .bind(
                     candidates
@@ -544,18 +566,33 @@ impl Inbox {
                         .collect::<Vec<_>>(),
                 )
                 .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .collect();
+                .await?;
+            let returned: HashMap<Uuid, i64> = returned.into_iter().collect();
+            let mut fresh_ids: HashSet<Uuid> = HashSet::with_capacity(returned.len());
+            for (record, order) in &candidates {
+                match returned.get(&order.message_id) {
+                    None => continue,
+                    Some(hash) if *hash == record.payload_hash() => {
+                        fresh_ids.insert(order.message_id);
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+                {
+                    conflicting.insert((record.partition, record.offset));
+                    let rejection = batch::id_conflict(order.message_id);
+                    parked.push(ParkedRow::new(
+                        record,
+                        rejection.reason,
+                        rejection.detail,
+                        rejection.message_id,
+                    ));
+                }
+            }
 
-            // A known id with another payload than the ledger's is a producer
-            // bug, not a duplicate: parked as a conflict. The ledger is asked
-            // only when the batch has known or repeated ids at all.
-            let known: Vec<&(&InboundRecord, &OrderPlaced)> = candidates
-                .iter()
-                .filter(|(_, o)| !fresh_ids.contains(&o.message_id))
-                .chain(repeats.iter())
-                .collect();
+            // A repeat within the batch is checked against the ledger's
+            // fingerprint (rare: only batches holding one id twice ask).
+            let known: Vec<&(&InboundRecord, &OrderPlaced)> = repeats.iter().collect();
             if !known.is_empty() {
                 let stored: HashMap<Uuid, i64> = sqlx::query(LEDGER_HASHES)
                     .bind(&self.consumer)
