@@ -302,3 +302,58 @@ async fn a_record_the_database_refuses_is_isolated_and_the_rest_applied() {
     );
     consumer.stop().await;
 }
+
+#[tokio::test]
+async fn a_database_error_that_is_not_the_records_fault_stalls_instead_of_parking() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 100)]).await;
+    // The application role loses a privilege: every batch would fail alike.
+    sqlx::query("REVOKE UPDATE ON inventory_stock FROM inventory_app")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let events: Vec<_> = (0..5)
+        .map(|i| order(&format!("ORD-{i}"), &[("SKU-A", 1)]))
+        .collect();
+    produce(
+        &producer(),
+        &topic,
+        &events.iter().map(Outgoing::event).collect::<Vec<_>>(),
+    )
+    .await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_until(
+        Duration::from_secs(60),
+        "retries of the failing batch",
+        || async {
+            consumer
+                .metric("inbox_db_retries_total{reason=\"database_error\"}")
+                .await
+                >= 2.0
+        },
+    )
+    .await;
+    assert!(db.parked().await.is_empty(), "no record blamed");
+    assert_eq!(db.ledger_rows().await, 0);
+    assert_eq!(
+        committed_offsets(&spec.group, &topic, 1)[&0],
+        -1001,
+        "nothing committed"
+    );
+
+    sqlx::query("GRANT UPDATE ON inventory_stock TO inventory_app")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "5 committed after the fix",
+        || async { committed_offsets(&spec.group, &topic, 1)[&0] == 5 },
+    )
+    .await;
+    assert_eq!(db.reserved("SKU-A").await, 5);
+    assert!(db.parked().await.is_empty());
+    consumer.stop().await;
+}
