@@ -204,3 +204,42 @@ async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
     assert_eq!(db.parked().await, [("outside_dedup_window".into(), 1)]);
     consumer.stop().await;
 }
+
+#[tokio::test]
+async fn maintenance_prunes_old_parked_rows_and_clears_older_payloads() {
+    let db = TestDb::new().await;
+    for (offset, age_days) in [(0_i64, 40), (1, 10), (2, 1)] {
+        sqlx::query(
+            "INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, reason, error, payload, parked_at)
+             VALUES ('c', 't', 0, $1, 'malformed_json', 'e', 'raw', now() - make_interval(days => $2))",
+        )
+        .bind(offset)
+        .bind(age_days)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+    let output = Command::new(binary())
+        .arg("maintain")
+        .env("DATABASE_URL", &db.url)
+        .env("INBOX_PARKED_PAYLOAD_DAYS", "7")
+        .output()
+        .expect("run maintain");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("parked rows deleted: 1, payloads cleared: 1"),
+        "{stdout}"
+    );
+    let rows: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT kafka_offset, payload IS NOT NULL FROM inbox_parked ORDER BY kafka_offset",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [(1, false), (2, true)],
+        "40 days: deleted; 10 days: payload cleared"
+    );
+}
