@@ -5,7 +5,7 @@
 use uuid::Uuid;
 
 use crate::batch::InboundRecord;
-use crate::event::{Header, ParkReason, MAX_PAYLOAD_BYTES};
+use crate::event::{Header, ParkReason, Rejection, MAX_PAYLOAD_BYTES};
 
 /// Header names whose values never leave the process in clear.
 const SECRET_HEADER_MARKERS: [&str; 6] = [
@@ -31,6 +31,16 @@ pub struct ParkedRow {
 }
 
 impl ParkedRow {
+    /// The row of a record and the rejection that parks it.
+    pub fn rejected(record: &InboundRecord, rejection: &Rejection) -> Self {
+        ParkedRow::new(
+            record,
+            rejection.reason,
+            rejection.detail.clone(),
+            rejection.message_id,
+        )
+    }
+
     pub fn new(
         record: &InboundRecord,
         reason: ParkReason,

@@ -443,12 +443,9 @@ impl Inbox {
             match &item.disposition {
                 Disposition::Candidate(order) => candidates.push((&item.record, order)),
                 Disposition::RepeatInBatch(order) => repeats.push((&item.record, order)),
-                Disposition::Parked(rejection) => parked.push(ParkedRow::new(
-                    &item.record,
-                    rejection.reason,
-                    rejection.detail.clone(),
-                    rejection.message_id,
-                )),
+                Disposition::Parked(rejection) => {
+                    parked.push(ParkedRow::rejected(&item.record, rejection))
+                }
             }
         }
 
@@ -581,12 +578,7 @@ impl Inbox {
                 {
                     conflicting.insert((record.partition, record.offset));
                     let rejection = batch::id_conflict(order.message_id);
-                    parked.push(ParkedRow::new(
-                        record,
-                        rejection.reason,
-                        rejection.detail,
-                        rejection.message_id,
-                    ));
+                    parked.push(ParkedRow::rejected(record, &rejection));
                 }
             }
 
@@ -610,12 +602,7 @@ impl Inbox {
                     {
                         conflicting.insert((record.partition, record.offset));
                         let rejection = batch::id_conflict(order.message_id);
-                        parked.push(ParkedRow::new(
-                            record,
-                            rejection.reason,
-                            rejection.detail,
-                            rejection.message_id,
-                        ));
+                        parked.push(ParkedRow::rejected(record, &rejection));
                     }
                 }
             }

@@ -153,15 +153,12 @@ async fn kill_nine_at_random_moments_loses_and_doubles_nothing() {
         "the killed consumers were doing real work when killed"
     );
     let last = spec.start();
-    wait_until(
+    wait_all_committed(
+        &spec.group,
+        &topic,
+        PARTITIONS,
+        total,
         Duration::from_secs(120),
-        "every record committed",
-        || async {
-            committed_offsets(&spec.group, &topic, PARTITIONS)
-                .values()
-                .sum::<i64>()
-                == total
-        },
     )
     .await;
     assert_reconciled(&db, &events).await;

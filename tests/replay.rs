@@ -29,15 +29,12 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
 
     let total = records.len() as i64;
     let all_committed = |spec: ConsumerSpec| async move {
-        wait_until(
+        wait_all_committed(
+            &spec.group,
+            &spec.topic,
+            PARTITIONS,
+            total,
             Duration::from_secs(90),
-            "every record committed",
-            || async {
-                committed_offsets(&spec.group, &spec.topic, PARTITIONS)
-                    .values()
-                    .sum::<i64>()
-                    == total
-            },
         )
         .await;
     };

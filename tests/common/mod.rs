@@ -521,6 +521,25 @@ pub async fn wait_for_ledger(db: &TestDb, rows: i64, timeout: Duration) {
     );
 }
 
+/// Waits until the group's committed offsets over all partitions add up to
+/// `total` records (each partition's log starts at 0).
+pub async fn wait_all_committed(
+    group: &str,
+    topic: &str,
+    partitions: i32,
+    total: i64,
+    timeout: Duration,
+) {
+    wait_until(timeout, &format!("{total} records committed"), || async {
+        committed_offsets(group, topic, partitions)
+            .values()
+            .filter(|offset| **offset > 0)
+            .sum::<i64>()
+            == total
+    })
+    .await;
+}
+
 /// Committed offsets of a group for a topic, per partition (-1001 = none).
 pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
