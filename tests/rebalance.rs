@@ -92,7 +92,7 @@ async fn a_rebalance_storm_loses_and_doubles_nothing() {
     let db = TestDb::new().await;
     db.seed_stock(&[("SKU-1", 1_000_000_000)]).await;
     let events: Vec<OrderPlaced> = (0..8_000)
-        .map(|i| order(&format!("ORD-{i}"), &[("SKU-1", 1 + (i % 4) as i32)]))
+        .map(|i| order(&format!("ORD-{i}"), &[("SKU-1", 1 + i % 4)]))
         .collect();
     let mut stream: Vec<Outgoing> = events.iter().map(Outgoing::event).collect();
     for i in (0..8_000).step_by(10) {
