@@ -26,7 +26,7 @@ use rand::Rng;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use tokio::sync::watch;
 
-use crate::batch::{self, InboundRecord};
+use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::event::ParkReason;
 use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
 use crate::metrics::Metrics;
@@ -229,11 +229,24 @@ impl Pipeline {
             outcome.absorb(lane_outcome);
             remaining.extend(lane_remaining);
         }
-        for batch in remaining {
-            if let Some((batch, done)) = self.apply_with_retry(batch, carry, shutdown).await {
-                self.observe_batch(batch.len(), started);
-                outcome.absorb(done);
-                applied.extend(batch);
+        // Partitions revoked while retrying: their records in later batches
+        // belong to the new owner.
+        let mut gone: Vec<PartitionKey> = Vec::new();
+        for mut batch in remaining {
+            batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
+            match self
+                .apply_with_retry(batch, carry, shutdown, &mut gone)
+                .await
+            {
+                Some((batch, done)) => {
+                    self.observe_batch(batch.len(), started);
+                    outcome.absorb(done);
+                    applied.extend(batch);
+                }
+                // Shutdown gave up on the database: later batches of the same
+                // partitions must not be applied past the abandoned one.
+                None if *shutdown.borrow() => break,
+                None => {}
             }
         }
         (applied, outcome)
@@ -249,6 +262,7 @@ impl Pipeline {
         mut records: Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
+        gone: &mut Vec<PartitionKey>,
     ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
         let mut backoff = RETRY_BACKOFF_MIN;
         let mut paused = false;
@@ -281,7 +295,7 @@ impl Pipeline {
                     if !paused {
                         paused = self.pause_all();
                     }
-                    self.wait_polling(jittered(backoff), &mut records, carry)
+                    self.wait_polling(jittered(backoff), &mut records, carry, gone)
                         .await;
                     backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                 }
@@ -306,13 +320,14 @@ impl Pipeline {
         duration: Duration,
         records: &mut Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
+        gone: &mut Vec<PartitionKey>,
     ) {
         let until = tokio::time::Instant::now() + duration;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => break,
                 message = self.consumer.recv() => {
-                    self.purge_revoked(records, carry);
+                    gone.extend(self.purge_revoked(records, carry));
                     if let Ok(message) = message {
                         carry.push_back(kafka::to_record(&message));
                     }
@@ -321,7 +336,7 @@ impl Pipeline {
                 }
             }
         }
-        self.purge_revoked(records, carry);
+        gone.extend(self.purge_revoked(records, carry));
     }
 
     fn pause_all(&self) -> bool {
@@ -339,11 +354,16 @@ impl Pipeline {
         }
     }
 
-    /// Drops held records of partitions revoked since the last look.
-    fn purge_revoked(&self, records: &mut Vec<InboundRecord>, carry: &mut VecDeque<InboundRecord>) {
+    /// Drops held records of partitions revoked since the last look, and
+    /// returns those partitions.
+    fn purge_revoked(
+        &self,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) -> Vec<PartitionKey> {
         let revoked = self.offsets.take_revoked();
         if revoked.is_empty() {
-            return;
+            return revoked;
         }
         let gone = |r: &InboundRecord| {
             revoked
@@ -352,6 +372,7 @@ impl Pipeline {
         };
         records.retain(|r| !gone(r));
         carry.retain(|r| !gone(r));
+        revoked
     }
 
     /// One committed transaction: its size, and the time since its first
