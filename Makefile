@@ -5,11 +5,12 @@ SHELL := /bin/bash
 
 CARGO    ?= cargo
 FEATURES := --features failpoints
+FUZZ_SECONDS ?= 120
 REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench fuzz
 
 help:
 	@echo "make demo | test | build | services-up | services-down | loadtest | bench | fmt | lint"
@@ -50,6 +51,18 @@ demo: build services-up
 # The numbers of SPEC §11 in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
+
+# Fuzzes decode + validate with libFuzzer for FUZZ_SECONDS, starting from the
+# seed corpus in fuzz/seeds (not part of make test). Uses the nightly
+# toolchain when installed, else the stable one with nightly flags allowed.
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/decode && cp -n fuzz/seeds/decode/* fuzz/corpus/decode/
+	cd fuzz && if rustup toolchain list | grep -q '^nightly'; then \
+	    cargo +nightly fuzz run decode corpus/decode -- -max_total_time=$(FUZZ_SECONDS); \
+	  else \
+	    RUSTC_BOOTSTRAP=1 cargo fuzz run decode corpus/decode -- -max_total_time=$(FUZZ_SECONDS); \
+	  fi
 
 fmt:
 	$(CARGO) fmt --all

@@ -64,7 +64,8 @@ impl OrderPlaced {
     }
 
     /// The canonical JSON payload of this event (SPEC §4), with `event_id`
-    /// equal to the message id.
+    /// equal to the message id. The event time keeps its full precision, so
+    /// decoding the payload gives this event back exactly.
     pub fn to_json(&self) -> Vec<u8> {
         let lines: Vec<serde_json::Value> = self
             .lines
@@ -76,7 +77,7 @@ impl OrderPlaced {
             "event_type": EVENT_TYPE,
             "schema_version": SCHEMA_VERSION,
             "order_id": self.order_id,
-            "occurred_at": self.occurred_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            "occurred_at": self.occurred_at.to_rfc3339_opts(SecondsFormat::AutoSi, true),
             "lines": lines,
         }))
         .expect("a JSON value always serialises")
@@ -755,11 +756,12 @@ mod tests {
             order in "[A-Za-z0-9._:-]{1,128}",
             quantities in proptest::collection::vec(1i32..=10_000, 1..20),
             seconds in 0i64..4_000_000_000,
+            nanos in 0u32..1_000_000_000,
         ) {
             let event = OrderPlaced {
                 message_id: Uuid::new_v4(),
                 order_id: order,
-                occurred_at: Utc.timestamp_millis_opt(seconds * 1000).unwrap(),
+                occurred_at: Utc.timestamp_opt(seconds, nanos).unwrap(),
                 lines: quantities.iter().enumerate()
                     .map(|(i, q)| OrderLine { sku: format!("SKU-{i}"), quantity: *q })
                     .collect(),
