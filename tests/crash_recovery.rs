@@ -72,10 +72,7 @@ async fn crash_between_db_commit_and_offset_commit_applies_each_event_once() {
     );
 
     let restarted = spec.start();
-    wait_until(Duration::from_secs(60), "all 50 committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 50
-    })
-    .await;
+    wait_committed(&spec, 50).await;
     assert_reconciled(&db, &events).await;
     assert_eq!(
         restarted.metric("inbox_duplicate_ignored_total").await,

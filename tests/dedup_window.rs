@@ -6,7 +6,6 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
 
 use chrono::{NaiveDate, TimeZone, Utc};
 use common::*;
@@ -153,10 +152,7 @@ async fn events_just_inside_the_window_apply_and_just_outside_are_parked() {
 
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
-    wait_until(Duration::from_secs(60), "4 records committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 4
-    })
-    .await;
+    wait_committed(&spec, 4).await;
     assert_eq!(db.reserved("SKU-1").await, 2, "the two edge events inside");
     assert_eq!(
         db.parked().await,
@@ -183,12 +179,7 @@ async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
     produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
-    wait_until(
-        Duration::from_secs(60),
-        "first delivery committed",
-        || async { committed_offsets(&spec.group, &topic, 1)[&0] == 1 },
-    )
-    .await;
+    wait_committed(&spec, 1).await;
     assert_eq!(db.reserved("SKU-1").await, 5);
 
     // The day leaves the window while the consumer runs (it still believes
@@ -196,10 +187,7 @@ async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
     let out = maintain(&db, "13");
     assert!(out.contains("dropped: 1"), "{out}");
     produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
-    wait_until(Duration::from_secs(60), "duplicate committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 2
-    })
-    .await;
+    wait_committed(&spec, 2).await;
     assert_eq!(db.reserved("SKU-1").await, 5, "not applied twice");
     assert_eq!(db.parked().await, [("outside_dedup_window".into(), 1)]);
     consumer.stop().await;

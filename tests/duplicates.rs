@@ -4,18 +4,7 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
-
-async fn wait_committed(spec: &ConsumerSpec, offset: i64) {
-    wait_until(TIMEOUT, &format!("offset {offset} committed"), || async {
-        committed_offsets(&spec.group, &spec.topic, 1)[&0] == offset
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn duplicate_in_the_same_batch_is_applied_once() {

@@ -75,10 +75,7 @@ async fn every_outcome_leaves_exactly_its_effect() {
     let mut spec = ConsumerSpec::new(&db, &topic);
     spec.dlq_topic = dlq.clone();
     let consumer = spec.start();
-    wait_until(Duration::from_secs(60), "all records committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == records.len() as i64
-    })
-    .await;
+    wait_committed(&spec, records.len() as i64).await;
 
     let stock = db.stock().await;
     assert_eq!(stock["SKU-A"], (10, 10), "3 for ORD-1 + 7 for ORD-3");
@@ -224,10 +221,7 @@ async fn a_reused_id_with_another_payload_is_parked_as_a_conflict() {
         ],
     )
     .await;
-    wait_until(Duration::from_secs(60), "3 committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 3
-    })
-    .await;
+    wait_committed(&spec, 3).await;
     // In a later batch: checked against the ledger's stored fingerprint.
     produce(
         &producer(),
@@ -235,10 +229,7 @@ async fn a_reused_id_with_another_payload_is_parked_as_a_conflict() {
         &[Outgoing::event(&reused), Outgoing::event(&original)],
     )
     .await;
-    wait_until(Duration::from_secs(60), "5 committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 5
-    })
-    .await;
+    wait_committed(&spec, 5).await;
 
     assert_eq!(db.reserved("SKU-A").await, 1, "only the original applied");
     assert_eq!(db.ledger_rows().await, 1);
@@ -285,10 +276,7 @@ async fn a_record_the_database_refuses_is_isolated_and_the_rest_applied() {
     .await;
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
-    wait_until(Duration::from_secs(60), "9 committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 9
-    })
-    .await;
+    wait_committed(&spec, 9).await;
     assert_eq!(db.reserved("SKU-A").await, 8);
     assert_eq!(db.ledger_rows().await, 8);
     assert_eq!(db.parked().await, [("db_rejected".into(), 4)]);
@@ -347,12 +335,7 @@ async fn a_database_error_that_is_not_the_records_fault_stalls_instead_of_parkin
         .execute(&db.pool)
         .await
         .unwrap();
-    wait_until(
-        Duration::from_secs(60),
-        "5 committed after the fix",
-        || async { committed_offsets(&spec.group, &topic, 1)[&0] == 5 },
-    )
-    .await;
+    wait_committed(&spec, 5).await;
     assert_eq!(db.reserved("SKU-A").await, 5);
     assert!(db.parked().await.is_empty());
     consumer.stop().await;

@@ -5,7 +5,6 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
 
 use common::*;
 
@@ -38,10 +37,7 @@ async fn replay_after_creating_the_sku_applies_once() {
     produce(&producer(), &topic, &records).await;
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
-    wait_until(Duration::from_secs(60), "3 records committed", || async {
-        committed_offsets(&spec.group, &topic, 1)[&0] == 3
-    })
-    .await;
+    wait_committed(&spec, 3).await;
     consumer.stop().await;
     assert_eq!(db.reserved("SKU-1").await, 0, "the whole event was parked");
 

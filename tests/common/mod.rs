@@ -521,6 +521,17 @@ pub async fn wait_for_ledger(db: &TestDb, rows: i64, timeout: Duration) {
     );
 }
 
+/// Waits until the spec's group has committed `offset` on partition 0 of its
+/// (one-partition) topic.
+pub async fn wait_committed(spec: &ConsumerSpec, offset: i64) {
+    wait_until(
+        Duration::from_secs(60),
+        &format!("offset {offset} committed"),
+        || async { committed_offsets(&spec.group, &spec.topic, 1)[&0] == offset },
+    )
+    .await;
+}
+
 /// Waits until the group's committed offsets over all partitions add up to
 /// `total` records (each partition's log starts at 0).
 pub async fn wait_all_committed(
