@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::private_pg::PrivatePostgres;
@@ -34,46 +33,6 @@ const SKUS: [&str; 5] = [
 ];
 /// Stock no run can exhaust, so every line is reserved.
 const ON_HAND: i64 = 1_000_000;
-
-/// What is produced, in order, and what the database must show afterwards.
-struct Traffic {
-    records: Vec<Outgoing>,
-    unique_events: i64,
-    order_lines: usize,
-    /// sku -> sum of the quantities of the unique orders.
-    reserved: BTreeMap<String, i64>,
-}
-
-/// Unique orders of 1–3 lines over `SKUS`, with an exact duplicate of an
-/// earlier event after every `DUPLICATE_EVERY` events.
-fn traffic() -> Traffic {
-    let mut reserved: BTreeMap<String, i64> = BTreeMap::new();
-    let mut order_lines = 0;
-    let mut unique = Vec::with_capacity(UNIQUE_EVENTS);
-    let mut records = Vec::with_capacity(UNIQUE_EVENTS + UNIQUE_EVENTS / DUPLICATE_EVERY);
-    for i in 0..UNIQUE_EVENTS {
-        // Line k names SKU (i + 2k) mod 5: distinct within the order.
-        let lines: Vec<(&str, i32)> = (0..=i % 3)
-            .map(|k| (SKUS[(i + 2 * k) % SKUS.len()], 1 + ((i * 7 + k) % 4) as i32))
-            .collect();
-        for (sku, quantity) in &lines {
-            *reserved.entry((*sku).to_owned()).or_default() += i64::from(*quantity);
-        }
-        order_lines += lines.len();
-        let record = Outgoing::event(&order(&format!("ORD-OUTAGE-{i}"), &lines));
-        unique.push(record.clone());
-        records.push(record);
-        if i % DUPLICATE_EVERY == DUPLICATE_EVERY - 1 && i >= DUPLICATE_LAG {
-            records.push(unique[i - DUPLICATE_LAG].clone());
-        }
-    }
-    Traffic {
-        records,
-        unique_events: UNIQUE_EVENTS as i64,
-        order_lines,
-        reserved,
-    }
-}
 
 /// Ledger rows, or None while the database does not answer.
 async fn ledger_rows(db: &TestDb) -> Option<i64> {
@@ -106,24 +65,16 @@ async fn database_outage_keeps_group_membership_and_loses_nothing() {
         .metric(r#"inbox_rebalances_total{kind="assign"}"#)
         .await;
 
-    let Traffic {
-        records,
-        unique_events,
-        order_lines,
-        reserved,
-    } = traffic();
-    let records_produced = records.len() as i64;
-    let producing = tokio::spawn({
-        let topic = topic.clone();
-        async move {
-            let producer = producer();
-            let started = tokio::time::Instant::now();
-            for (tick, chunk) in records.chunks(RECORDS_PER_TICK).enumerate() {
-                produce(&producer, &topic, chunk).await;
-                tokio::time::sleep_until(started + TICK * (tick as u32 + 1)).await;
-            }
-        }
-    });
+    let traffic = Traffic::orders(
+        "ORD-OUTAGE",
+        &SKUS,
+        UNIQUE_EVENTS,
+        DUPLICATE_EVERY,
+        DUPLICATE_LAG,
+    );
+    let records_produced = traffic.records.len() as i64;
+    let unique_events = traffic.unique_events;
+    let producing = traffic.produce_paced(producer(), &topic, RECORDS_PER_TICK, TICK);
 
     wait_until(
         Duration::from_secs(20),
@@ -175,22 +126,7 @@ async fn database_outage_keeps_group_membership_and_loses_nothing() {
     }
     eprintln!("caught up {:?} after the outage began", outage.elapsed());
 
-    assert_eq!(db.ledger_rows().await, unique_events, "ledger rows");
-    let stock = db.stock().await;
-    let reserved_now: BTreeMap<String, i64> = stock
-        .iter()
-        .map(|(sku, (_, reserved))| (sku.clone(), *reserved))
-        .collect();
-    assert_eq!(reserved_now, reserved, "per-SKU reserved stock");
-    let reservations = db.reservations().await;
-    assert_eq!(reservations.len(), order_lines, "order_reservation rows");
-    assert!(
-        reservations
-            .values()
-            .all(|(_, status)| status == "reserved"),
-        "every line reserved"
-    );
-    assert_eq!(db.parked().await, vec![], "nothing parked");
+    traffic.assert_applied_once(&db).await;
 
     wait_until(
         Duration::from_secs(10),

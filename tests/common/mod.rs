@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod private_kafka;
 pub mod private_pg;
 
 use std::collections::BTreeMap;
@@ -231,8 +232,13 @@ pub async fn fresh_topic_with(partitions: i32, config: &[(&str, &str)]) -> Strin
 
 /// A producer for tests: idempotent, acks=all.
 pub fn producer() -> FutureProducer {
+    producer_at(KAFKA)
+}
+
+/// A producer for tests on the given bootstrap servers.
+pub fn producer_at(bootstrap: &str) -> FutureProducer {
     ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("linger.ms", "5")
         .create()
@@ -363,6 +369,7 @@ pub struct ConsumerProcess {
 /// How to start a consumer.
 #[derive(Debug, Clone)]
 pub struct ConsumerSpec {
+    pub bootstrap: String,
     pub database_url: String,
     pub topic: String,
     pub group: String,
@@ -375,6 +382,7 @@ pub struct ConsumerSpec {
 impl ConsumerSpec {
     pub fn new(db: &TestDb, topic: &str) -> ConsumerSpec {
         ConsumerSpec {
+            bootstrap: KAFKA.into(),
             database_url: db.app_url.clone(),
             topic: topic.into(),
             group: unique("group"),
@@ -401,7 +409,7 @@ impl ConsumerSpec {
             .arg("run")
             .args(&self.args)
             .env("DATABASE_URL", &self.database_url)
-            .env("KAFKA_BOOTSTRAP_SERVERS", KAFKA)
+            .env("KAFKA_BOOTSTRAP_SERVERS", &self.bootstrap)
             .env("KAFKA_TOPIC", &self.topic)
             .env("KAFKA_GROUP_ID", &self.group)
             .env("INBOX_CONSUMER_NAME", &self.consumer_name)
@@ -553,10 +561,20 @@ pub async fn wait_all_committed(
 
 /// Committed offsets of a group for a topic, per partition (-1001 = none).
 pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    committed_offsets_at(KAFKA, group, topic, partitions)
+}
+
+/// Committed offsets of a group on the given bootstrap servers.
+pub fn committed_offsets_at(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, i64> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", group)
         .create()
         .expect("consumer");
@@ -579,4 +597,92 @@ pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> BTreeMap<
             )
         })
         .collect()
+}
+
+/// A stream of unique orders with exact duplicates, and what the database
+/// must show once it has been consumed.
+pub struct Traffic {
+    /// What is produced, in order.
+    pub records: Vec<Outgoing>,
+    pub unique_events: i64,
+    pub order_lines: usize,
+    /// sku -> sum of the quantities of the unique orders.
+    pub reserved: BTreeMap<String, i64>,
+}
+
+impl Traffic {
+    /// `unique` orders `PREFIX-i` of 1–3 lines over `skus` (line k names SKU
+    /// (i + 2k) mod len, distinct within the order when there are at least
+    /// five), with an exact copy of the event sent `lag` events earlier after
+    /// every `every` events: a producer retry or a replay.
+    pub fn orders(prefix: &str, skus: &[&str], unique: usize, every: usize, lag: usize) -> Traffic {
+        let mut reserved: BTreeMap<String, i64> = BTreeMap::new();
+        let mut order_lines = 0;
+        let mut sent = Vec::with_capacity(unique);
+        let mut records = Vec::with_capacity(unique + unique / every);
+        for i in 0..unique {
+            let lines: Vec<(&str, i32)> = (0..=i % 3)
+                .map(|k| (skus[(i + 2 * k) % skus.len()], 1 + ((i * 7 + k) % 4) as i32))
+                .collect();
+            for (sku, quantity) in &lines {
+                *reserved.entry((*sku).to_owned()).or_default() += i64::from(*quantity);
+            }
+            order_lines += lines.len();
+            let record = Outgoing::event(&order(&format!("{prefix}-{i}"), &lines));
+            sent.push(record.clone());
+            records.push(record);
+            if i % every == every - 1 && i >= lag {
+                records.push(sent[i - lag].clone());
+            }
+        }
+        Traffic {
+            records,
+            unique_events: unique as i64,
+            order_lines,
+            reserved,
+        }
+    }
+
+    /// Every unique order applied exactly once, nothing parked.
+    pub async fn assert_applied_once(&self, db: &TestDb) {
+        assert_eq!(db.ledger_rows().await, self.unique_events, "ledger rows");
+        let reserved: BTreeMap<String, i64> = db
+            .stock()
+            .await
+            .into_iter()
+            .map(|(sku, (_, reserved))| (sku, reserved))
+            .collect();
+        assert_eq!(reserved, self.reserved, "per-SKU reserved stock");
+        let reservations = db.reservations().await;
+        assert_eq!(
+            reservations.len(),
+            self.order_lines,
+            "order_reservation rows"
+        );
+        assert!(
+            reservations
+                .values()
+                .all(|(_, status)| status == "reserved"),
+            "every line reserved"
+        );
+        assert_eq!(db.parked().await, vec![], "nothing parked");
+    }
+
+    /// Produces the records in chunks of `per_tick` every `tick`.
+    pub fn produce_paced(
+        &self,
+        producer: FutureProducer,
+        topic: &str,
+        per_tick: usize,
+        tick: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let (records, topic) = (self.records.clone(), topic.to_owned());
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            for (n, chunk) in records.chunks(per_tick).enumerate() {
+                produce(&producer, &topic, chunk).await;
+                tokio::time::sleep_until(started + tick * (n as u32 + 1)).await;
+            }
+        })
+    }
 }
