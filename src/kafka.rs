@@ -76,6 +76,11 @@ impl KafkaSettings {
 #[derive(Debug, Default)]
 pub struct CommittedOffsets {
     next: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// What Kafka confirmed it holds, per partition. A commit can fail (the
+    /// group rebalancing, the coordinator moving) with no later batch on
+    /// that partition to carry the offset: [`CommittedOffsets::unconfirmed`]
+    /// tells the pipeline what to send again.
+    confirmed: Mutex<BTreeMap<PartitionKey, i64>>,
     /// Partitions revoked since the pipeline last looked: records of these
     /// still held in memory must be dropped (their new owner rereads them).
     revoked: Mutex<Vec<PartitionKey>>,
@@ -96,6 +101,28 @@ impl CommittedOffsets {
         to_list(self.next.lock().expect("offsets lock").iter())
     }
 
+    /// Records what a successful commit made Kafka hold.
+    pub fn confirm(&self, committed: &TopicPartitionList) {
+        let mut confirmed = self.confirmed.lock().expect("confirmed lock");
+        for element in committed.elements() {
+            if let (Ok(()), Offset::Offset(offset)) = (element.error(), element.offset()) {
+                let key = (element.topic().to_owned(), element.partition());
+                let entry = confirmed.entry(key).or_insert(offset);
+                *entry = (*entry).max(offset);
+            }
+        }
+    }
+
+    /// Offsets the database holds that Kafka has not confirmed yet.
+    pub fn unconfirmed(&self) -> TopicPartitionList {
+        let next = self.next.lock().expect("offsets lock");
+        let confirmed = self.confirmed.lock().expect("confirmed lock");
+        to_list(
+            next.iter()
+                .filter(|(key, offset)| confirmed.get(*key).is_none_or(|c| c < *offset)),
+        )
+    }
+
     /// Partitions revoked since the last call.
     pub fn take_revoked(&self) -> Vec<PartitionKey> {
         std::mem::take(&mut *self.revoked.lock().expect("revoked lock"))
@@ -104,6 +131,7 @@ impl CommittedOffsets {
     /// Removes and returns the offsets of the revoked partitions.
     fn release(&self, revoked: &TopicPartitionList) -> TopicPartitionList {
         let mut next = self.next.lock().expect("offsets lock");
+        let mut confirmed = self.confirmed.lock().expect("confirmed lock");
         let mut released = BTreeMap::new();
         let mut gone = self.revoked.lock().expect("revoked lock");
         for element in revoked.elements() {
@@ -111,6 +139,7 @@ impl CommittedOffsets {
             if let Some(offset) = next.remove(&key) {
                 released.insert(key.clone(), offset);
             }
+            confirmed.remove(&key);
             gone.push(key);
         }
         to_list(released.iter())
@@ -198,10 +227,13 @@ impl ConsumerContext for InboxContext {
             .store(assigned, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
-        if let Err(error) = result {
-            self.metrics.offset_commit_failures.inc();
-            tracing::warn!(%error, "offset commit failed; a later commit covers it");
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        match result {
+            Ok(()) => self.offsets.confirm(offsets),
+            Err(error) => {
+                self.metrics.offset_commit_failures.inc();
+                tracing::warn!(%error, "offset commit failed; it is sent again");
+            }
         }
     }
 }
@@ -335,5 +367,55 @@ impl Dlq {
     /// Waits (bounded) for queued copies before the process exits.
     pub fn flush(&self, timeout: Duration) {
         let _ = rdkafka::producer::Producer::flush(&self.producer, timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(partition: i32) -> PartitionKey {
+        ("orders".to_owned(), partition)
+    }
+
+    fn offsets(list: &TopicPartitionList) -> Vec<(i32, i64)> {
+        list.elements()
+            .iter()
+            .map(|e| (e.partition(), e.offset().to_raw().expect("an offset")))
+            .collect()
+    }
+
+    #[test]
+    fn an_offset_stays_unconfirmed_until_kafka_confirms_it_or_a_higher_one() {
+        let tracked = CommittedOffsets::default();
+        tracked.advance(&BTreeMap::from([(key(0), 10), (key(1), 20)]));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 10), (1, 20)]);
+
+        // A commit of partition 0 went through; partition 1's failed.
+        tracked.confirm(&to_list(BTreeMap::from([(key(0), 10)]).iter()));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(1, 20)]);
+
+        // The database moves on: partition 0 needs a commit again.
+        tracked.advance(&BTreeMap::from([(key(0), 15)]));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 15), (1, 20)]);
+
+        // A late confirmation of an older commit changes nothing.
+        tracked.confirm(&to_list(BTreeMap::from([(key(1), 12)]).iter()));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 15), (1, 20)]);
+
+        tracked.confirm(&tracked.all());
+        assert_eq!(tracked.unconfirmed().count(), 0);
+    }
+
+    #[test]
+    fn a_revoked_partition_is_not_committed_again() {
+        let tracked = CommittedOffsets::default();
+        tracked.advance(&BTreeMap::from([(key(0), 10), (key(1), 20)]));
+        let mut revoked = TopicPartitionList::new();
+        revoked.add_partition("orders", 1);
+        let released = tracked.release(&revoked);
+        assert_eq!(offsets(&released), vec![(1, 20)]);
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 10)]);
+        assert_eq!(tracked.take_revoked(), vec![key(1)]);
     }
 }

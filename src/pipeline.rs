@@ -46,6 +46,10 @@ const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for an unavailable database before it abandons
 /// the batch in hand (uncommitted, so it is redelivered).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often offsets the database holds and Kafka has not confirmed (a
+/// commit that failed in a rebalance, on a partition with nothing new to
+/// carry the offset) are sent again.
+const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
 
 /// Batch shape.
 #[derive(Debug, Clone, Copy)]
@@ -83,8 +87,11 @@ impl Pipeline {
         let mut carry: VecDeque<InboundRecord> = VecDeque::new();
         #[cfg(feature = "failpoints")]
         let failpoint = std::env::var(FAILPOINT_ENV).ok();
+        let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
+        recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let Some((records, started)) = self.collect(&mut carry, &mut shutdown).await else {
+            let collected = self.collect(&mut carry, &mut shutdown, &mut recommit).await;
+            let Some((records, started)) = collected else {
                 break;
             };
             let (records, outcome) = self
@@ -109,7 +116,7 @@ impl Pipeline {
                 .commit(&kafka::to_list(committed.iter()), CommitMode::Async)
             {
                 self.metrics.offset_commit_failures.inc();
-                tracing::warn!(%error, "offset commit not sent; the next one covers it");
+                tracing::warn!(%error, "offset commit not sent; it is sent again");
             }
             if *shutdown.borrow() {
                 break;
@@ -136,13 +143,31 @@ impl Pipeline {
         tracing::info!("consumer closed");
     }
 
+    /// Sends again the offsets Kafka has not confirmed.
+    fn recommit_unconfirmed(&self) {
+        let pending = self.offsets.unconfirmed();
+        if pending.count() == 0 {
+            return;
+        }
+        tracing::debug!(
+            partitions = pending.count(),
+            "sending offsets Kafka has not confirmed again"
+        );
+        if let Err(error) = self.consumer.commit(&pending, CommitMode::Async) {
+            self.metrics.offset_commit_failures.inc();
+            tracing::warn!(%error, "offset commit not sent; it is sent again");
+        }
+    }
+
     /// Waits for the first record, then gathers up to `max_records` per lane
     /// or until `linger` after the first. `None` when shutdown came before any
-    /// record.
+    /// record. Meanwhile, every `recommit` tick, sends the offsets Kafka has
+    /// not confirmed again.
     async fn collect(
         &self,
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
+        recommit: &mut tokio::time::Interval,
     ) -> Option<(Vec<InboundRecord>, Instant)> {
         let capacity = self.settings.max_records * self.settings.lanes;
         let mut records = Vec::with_capacity(capacity);
@@ -161,6 +186,10 @@ impl Pipeline {
                     biased;
                     _ = shutdown.wait_for(|stop| *stop) => break,
                     _ = wait_until => break,
+                    _ = recommit.tick() => {
+                        self.recommit_unconfirmed();
+                        continue;
+                    }
                     message = self.consumer.recv() => {
                         self.purge_revoked(&mut records, carry);
                         match message {
