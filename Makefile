@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench fuzz
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench chaos fuzz
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | fmt | lint"
+	@echo "make demo | test | build | services-up | services-down | loadtest | bench | chaos | fuzz | fmt | lint"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -51,6 +51,13 @@ demo: build services-up
 # The numbers of SPEC §11 in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
+
+# Faults under load, each reconciled: consumers killed, a rebalance storm,
+# PostgreSQL restarted, the broker killed, a replay (not part of make test:
+# it restarts the shared services). CHAOS_SECONDS of load per scenario.
+CHAOS_SECONDS ?= 30
+chaos: build services-up
+	scripts/chaos.sh --seconds $(CHAOS_SECONDS) --rate $(RATE)
 
 # Fuzzes decode + validate with libFuzzer for FUZZ_SECONDS, starting from the
 # seed corpus in fuzz/seeds (not part of make test). Uses the nightly

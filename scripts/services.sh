@@ -5,6 +5,7 @@
 #   Apache Kafka 4 (Maven Central jars) one KRaft broker+controller on 127.0.0.1:9092
 #
 # Usage: scripts/services.sh up | down | status | topic NAME [PARTITIONS]
+#                           | restart-postgres | kill-kafka
 #
 #   up      install what is missing, start both, wait until both answer, create
 #           the role/database of the default DATABASE_URL and the topics.
@@ -12,6 +13,10 @@
 #   down    stop what `up` started (and only that: found through pid files).
 #   status  print the state of each; exit 1 if either is down.
 #   topic   create a topic if it does not exist (default 12 partitions).
+#   restart-postgres  restart PostgreSQL as an operator would (fast shutdown,
+#           sessions terminated) and wait until it answers (make chaos).
+#   kill-kafka  kill -9 the broker, no shutdown of any kind (make chaos);
+#           `up` starts it again on its data.
 #
 # Run as root (it installs Debian packages and runs PostgreSQL as `postgres`).
 # Everything it generates is under <repo>/.local/ (ignored by git):
@@ -635,6 +640,26 @@ cmd_topic() {
     echo "topic $name"
 }
 
+cmd_restart_postgres() {
+    lock
+    pg_pid >/dev/null || die "postgres is not running (run: $0 up)"
+    log "restarting postgres (fast: open sessions are terminated)"
+    as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -m fast -w -t "$PG_READY_TIMEOUT" restart \
+        </dev/null >/dev/null 9>&- || { tail_log "$PG_LOG"; die "postgres did not restart"; }
+    pg_wait_ready
+}
+
+cmd_kill_kafka() {
+    lock
+    local pid
+    pid=$(kafka_pid) || die "kafka is not running (run: $0 up)"
+    log "killing kafka with -9 (pid $pid)"
+    kill -KILL "$pid"
+    # Gone, or a zombie (no cmdline) when nobody reaps it yet.
+    while kafka_pid >/dev/null; do sleep 0.05; done
+    rm -f "$KAFKA_PIDFILE"
+}
+
 main() {
     local cmd=${1:-}
     shift || true
@@ -643,8 +668,10 @@ main() {
         down) cmd_down "$@" ;;
         status) cmd_status "$@" ;;
         topic) cmd_topic "$@" ;;
+        restart-postgres) cmd_restart_postgres "$@" ;;
+        kill-kafka) cmd_kill_kafka "$@" ;;
         *)
-            echo "usage: $0 up | down | status | topic NAME [PARTITIONS]" >&2
+            echo "usage: $0 up | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka" >&2
             exit 2
             ;;
     esac

@@ -22,12 +22,16 @@
 //! continued once every record is acknowledged: a self-contained
 //! max-throughput run whose `catch_up_seconds` is the time to drain it.
 
+mod args;
 mod ceiling;
+mod chaos;
+mod fleet;
 mod generate;
 mod latency;
 mod ledger;
 mod pause;
 mod produce;
+mod progress;
 mod reconcile;
 mod report;
 mod scrape;
@@ -44,6 +48,7 @@ use clap::{Args, Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::args::{Mix, Target};
 use crate::generate::{Generator, Manifest, MixConfig};
 use crate::latency::{quantiles, Sample, Timeline as LatencyTimeline};
 use crate::ledger::Ledger;
@@ -70,6 +75,10 @@ enum Command {
     /// The database-only ceiling: the service's batch transaction driven
     /// directly, no Kafka; prints events/s (and writes --report).
     DbCeiling(CeilingArgs),
+    /// Faults under load (consumer kills, a rebalance storm, database and
+    /// broker restarts, a replay), each reconciled; prints a table. Exits 1
+    /// when any scenario fails to reconcile.
+    Chaos(chaos::ChaosArgs),
 }
 
 #[derive(Debug, Args)]
@@ -135,34 +144,8 @@ async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// The consumer's database (its password is never printed).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://inventory:inventory@127.0.0.1:5432/inventory",
-        hide_env_values = true,
-        hide_default_value = true
-    )]
-    database_url: String,
-
-    #[arg(
-        long,
-        env = "KAFKA_BOOTSTRAP_SERVERS",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap_servers: String,
-
-    /// The topic the consumer reads.
-    #[arg(long, env = "KAFKA_TOPIC", default_value = "orders.placed.v1")]
-    topic: String,
-
-    /// The consumer's logical name in the ledger and parked rows.
-    #[arg(
-        long,
-        env = "INBOX_CONSUMER_NAME",
-        default_value = "inventory-allocation-service"
-    )]
-    consumer_name: String,
+    #[command(flatten)]
+    target: Target,
 
     /// The consumer's Prometheus endpoint (plain http://).
     #[arg(
@@ -185,25 +168,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
 
-    /// Fraction of sends that re-send an earlier valid record unchanged.
-    #[arg(long, default_value_t = 0.05)]
-    duplicate_ratio: f64,
-
-    /// Fraction of sends that are poison, every reason round-robin.
-    #[arg(long, default_value_t = 0.01)]
-    poison_ratio: f64,
-
-    /// SKUs seeded and ordered.
-    #[arg(long, default_value_t = 1000)]
-    skus: usize,
-
-    /// SKUs receiving `--hot-share` of the order lines.
-    #[arg(long, default_value_t = 10)]
-    hot_skus: usize,
-
-    /// Share of order lines on the hot SKUs.
-    #[arg(long, default_value_t = 0.5)]
-    hot_share: f64,
+    #[command(flatten)]
+    mix: Mix,
 
     /// Process id of the consumer to pause (SIGSTOP, then SIGCONT).
     #[arg(long, value_name = "PID")]
@@ -247,13 +213,7 @@ struct RunArgs {
 
 impl RunArgs {
     fn mix(&self) -> MixConfig {
-        MixConfig {
-            duplicate_ratio: self.duplicate_ratio,
-            poison_ratio: self.poison_ratio,
-            skus: self.skus,
-            hot_skus: self.hot_skus,
-            hot_share: self.hot_share,
-        }
+        self.mix.config()
     }
 
     /// The spike of a paced run.
@@ -320,15 +280,15 @@ impl RunArgs {
     fn settings(&self) -> Settings {
         let spike = self.spike().is_some();
         Settings {
-            topic: self.topic.clone(),
-            consumer: self.consumer_name.clone(),
+            topic: self.target.topic.clone(),
+            consumer: self.target.consumer_name.clone(),
             rate: self.rate,
             duration_s: self.duration,
-            duplicate_ratio: self.duplicate_ratio,
-            poison_ratio: self.poison_ratio,
-            skus: self.skus,
-            hot_skus: self.hot_skus,
-            hot_share: self.hot_share,
+            duplicate_ratio: self.mix.duplicate_ratio,
+            poison_ratio: self.mix.poison_ratio,
+            skus: self.mix.skus,
+            hot_skus: self.mix.hot_skus,
+            hot_share: self.mix.hot_share,
             pause_consumer: self.pause_consumer,
             pause_at_s: spike.then_some(self.pause_at),
             pause_for_s: (spike && self.pause_consumer.is_some()).then_some(self.pause_for),
@@ -345,6 +305,7 @@ async fn main() -> ExitCode {
         match Cli::parse().command {
             Command::Run(args) => run(args).await,
             Command::DbCeiling(args) => db_ceiling(args).await,
+            Command::Chaos(args) => chaos::chaos(args).await,
         }
     };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.
@@ -374,9 +335,9 @@ async fn run(args: RunArgs) -> Result<bool> {
         + chrono::Duration::seconds((args.duration + args.drain_timeout) as i64 + 86_400))
     .date_naive();
     let ledger = Ledger::connect(
-        &args.database_url,
-        &args.consumer_name,
-        &args.topic,
+        &args.target.database_url,
+        &args.target.consumer_name,
+        &args.target.topic,
         (today, last_day),
     )
     .await?;
@@ -392,13 +353,13 @@ async fn run(args: RunArgs) -> Result<bool> {
     };
     let sampler = scrape::Sampler::start(args.metrics_url.clone(), metrics_before.clone());
 
-    let producer = Producer::connect(&args.bootstrap_servers, &args.topic).await?;
+    let producer = Producer::connect(&args.target.bootstrap_servers, &args.target.topic).await?;
     let run_tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut generator = Generator::new(mix, StdRng::from_entropy(), run_tag.clone());
     let mut manifest = Manifest::default();
     eprintln!(
         "inbox-loadgen {scenario} (run {run_tag}): producing to {} …",
-        args.topic
+        args.target.topic
     );
     let timeline = match args.prefill {
         Some(count) => {
@@ -439,7 +400,7 @@ async fn run(args: RunArgs) -> Result<bool> {
             manifest.unique_events(),
             manifest.duplicates,
             manifest.poison_sent(),
-            args.topic
+            args.target.topic
         );
         return Ok(true);
     }

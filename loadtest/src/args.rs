@@ -1,0 +1,75 @@
+//! Flags shared by the subcommands that drive a consumer: where it is
+//! (database, broker, topic, its ledger name) and the event mix to send.
+
+use clap::Args;
+
+use crate::generate::MixConfig;
+
+/// The consumer under test, as the service itself is configured (SPEC §8).
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The consumer's database (its password is never printed).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://inventory:inventory@127.0.0.1:5432/inventory",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub database_url: String,
+
+    #[arg(
+        long,
+        env = "KAFKA_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap_servers: String,
+
+    /// The topic the consumer reads.
+    #[arg(long, env = "KAFKA_TOPIC", default_value = "orders.placed.v1")]
+    pub topic: String,
+
+    /// The consumer's logical name in the ledger and parked rows.
+    #[arg(
+        long,
+        env = "INBOX_CONSUMER_NAME",
+        default_value = "inventory-allocation-service"
+    )]
+    pub consumer_name: String,
+}
+
+/// What is sent besides fresh events, and over which SKUs.
+#[derive(Debug, Args)]
+pub struct Mix {
+    /// Fraction of sends that re-send an earlier valid record unchanged.
+    #[arg(long, default_value_t = 0.05)]
+    pub duplicate_ratio: f64,
+
+    /// Fraction of sends that are poison, every reason round-robin.
+    #[arg(long, default_value_t = 0.01)]
+    pub poison_ratio: f64,
+
+    /// SKUs seeded and ordered.
+    #[arg(long, default_value_t = 1000)]
+    pub skus: usize,
+
+    /// SKUs receiving `--hot-share` of the order lines.
+    #[arg(long, default_value_t = 10)]
+    pub hot_skus: usize,
+
+    /// Share of order lines on the hot SKUs.
+    #[arg(long, default_value_t = 0.5)]
+    pub hot_share: f64,
+}
+
+impl Mix {
+    pub fn config(&self) -> MixConfig {
+        MixConfig {
+            duplicate_ratio: self.duplicate_ratio,
+            poison_ratio: self.poison_ratio,
+            skus: self.skus,
+            hot_skus: self.hot_skus,
+            hot_share: self.hot_share,
+        }
+    }
+}

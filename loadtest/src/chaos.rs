@@ -1,0 +1,701 @@
+//! `inbox-loadgen chaos`: faults under load, each followed by a
+//! reconciliation (SPEC §9; the fault suite of the service's contract).
+//!
+//! One run goes through the scenarios in order, on one topic and database.
+//! Each one starts its consumers, produces `--scenario-seconds` of the mix at
+//! `--rate` while it injects its faults, waits until the group has committed
+//! everything, and reconciles what it sent with what the database shows:
+//!
+//! 1. `kill-consumer`: kill -9 of the consumer at random moments, restarted
+//!    at once (static group membership, as a restarted pod would be).
+//! 2. `rebalance-storm`: three members in one group; every few seconds one
+//!    of them is stopped or started again.
+//! 3. `restart-database`: PostgreSQL restarted twice (`--restart-database-cmd`).
+//! 4. `kill-broker`: kill -9 of the Kafka broker (`--kill-broker-cmd`), then
+//!    started again (`--start-broker-cmd`).
+//! 5. `replay`: a consumer under a new group re-reads the whole topic from
+//!    the earliest offset while the load goes on: everything of scenarios
+//!    1–4 arrives again and must change nothing.
+//!
+//! Time to recover, per fault: from the fault until the group's committed
+//! offsets reached the topic's end offsets as of the moment the fault was
+//! repaired (the consumer restarted, the database or broker answering
+//! again). An offset is committed only after the database commit, so at that
+//! instant everything sent before the repair is applied.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use chrono::Utc;
+use clap::{Args, ValueEnum};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::args::{Mix, Target};
+use crate::fleet::{Member, MemberConfig};
+use crate::generate::{Generator, Manifest};
+use crate::ledger::Ledger;
+use crate::produce::{self, Producer};
+use crate::progress::GroupProgress;
+use crate::reconcile::{reconcile, Reconciliation, Sent};
+
+/// Members of the rebalance storm's group.
+const STORM_MEMBERS: usize = 3;
+/// Pause between two membership changes of the storm, and between a
+/// consumer's recovery and its next kill (drawn uniformly in between).
+const FAULT_GAP: (f64, f64) = (2.0, 4.0);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    KillConsumer,
+    RebalanceStorm,
+    RestartDatabase,
+    KillBroker,
+    Replay,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::KillConsumer => "kill-consumer",
+            Scenario::RebalanceStorm => "rebalance-storm",
+            Scenario::RestartDatabase => "restart-database",
+            Scenario::KillBroker => "kill-broker",
+            Scenario::Replay => "replay",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    #[command(flatten)]
+    target: Target,
+
+    #[command(flatten)]
+    mix: Mix,
+
+    /// Events per second during every scenario.
+    #[arg(long, default_value_t = 1400.0)]
+    rate: f64,
+
+    /// Seconds of load per scenario.
+    #[arg(long, default_value_t = 30.0)]
+    scenario_seconds: f64,
+
+    /// The scenarios to run, in this order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "kill-consumer,rebalance-storm,restart-database,kill-broker,replay"
+    )]
+    scenarios: Vec<Scenario>,
+
+    /// The service binary [default: inventory-inbox beside this program].
+    #[arg(long, value_name = "PATH")]
+    consumer_bin: Option<PathBuf>,
+
+    /// Consumer group of the scenarios but the replay [default: TOPIC-chaos].
+    #[arg(long)]
+    group: Option<String>,
+
+    /// Environment of every consumer, on top of the target's (repeatable).
+    #[arg(long = "consumer-env", value_name = "KEY=VALUE")]
+    consumer_env: Vec<String>,
+
+    /// First of the consumers' metrics ports (one per member).
+    #[arg(long, default_value_t = 9470)]
+    metrics_port: u16,
+
+    /// Shell command restarting PostgreSQL; returns once it answers again.
+    #[arg(long, value_name = "COMMAND")]
+    restart_database_cmd: Option<String>,
+
+    /// Shell command killing the Kafka broker with -9.
+    #[arg(long, value_name = "COMMAND")]
+    kill_broker_cmd: Option<String>,
+
+    /// Shell command starting the broker; returns once it answers again.
+    #[arg(long, value_name = "COMMAND")]
+    start_broker_cmd: Option<String>,
+
+    /// Longest wait for the group to recover from one fault.
+    #[arg(long, default_value_t = 180.0)]
+    recovery_timeout: f64,
+
+    /// Where the consumers' logs go.
+    #[arg(long, default_value = ".local/chaos")]
+    log_dir: PathBuf,
+
+    /// Where the JSON report goes.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+
+    /// Seed of the random fault moments [default: drawn and printed].
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+impl ChaosArgs {
+    fn validate(&self) -> Result<()> {
+        self.mix.config().validate().map_err(|e| anyhow!(e))?;
+        for (flag, value) in [
+            ("--rate", self.rate),
+            ("--scenario-seconds", self.scenario_seconds),
+            ("--recovery-timeout", self.recovery_timeout),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                bail!("{flag} must be above 0, not {value}");
+            }
+        }
+        let needs = |scenario: Scenario, flag: &str, value: &Option<String>| {
+            if self.scenarios.contains(&scenario) && value.is_none() {
+                bail!("scenario {} needs {flag}", scenario.name());
+            }
+            Ok(())
+        };
+        needs(
+            Scenario::RestartDatabase,
+            "--restart-database-cmd",
+            &self.restart_database_cmd,
+        )?;
+        needs(
+            Scenario::KillBroker,
+            "--kill-broker-cmd",
+            &self.kill_broker_cmd,
+        )?;
+        needs(
+            Scenario::KillBroker,
+            "--start-broker-cmd",
+            &self.start_broker_cmd,
+        )?;
+        Ok(())
+    }
+
+    fn member_config(&self, group: &str) -> Result<MemberConfig> {
+        let binary = match &self.consumer_bin {
+            Some(path) => path.clone(),
+            None => std::env::current_exe()
+                .context("locating this program")?
+                .with_file_name("inventory-inbox"),
+        };
+        if !binary.is_file() {
+            bail!("--consumer-bin {}: no such file", binary.display());
+        }
+        let env = self
+            .consumer_env
+            .iter()
+            .map(|pair| {
+                pair.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| anyhow!("--consumer-env {pair:?} is not KEY=VALUE"))
+            })
+            .collect::<Result<_>>()?;
+        Ok(MemberConfig {
+            binary,
+            database_url: self.target.database_url.clone(),
+            bootstrap_servers: self.target.bootstrap_servers.clone(),
+            topic: self.target.topic.clone(),
+            group: group.to_owned(),
+            consumer_name: self.target.consumer_name.clone(),
+            env,
+            log_dir: self.log_dir.clone(),
+        })
+    }
+}
+
+/// One fault and how long the group took to recover from it.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub what: String,
+    pub recovered_in: Duration,
+}
+
+/// What one scenario sent, suffered and left in the database.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub scenario: Scenario,
+    pub events: u64,
+    pub duplicates_sent: u64,
+    /// Records already on the topic that the scenario's group read again.
+    pub replayed: i64,
+    pub faults: Vec<Fault>,
+    pub drained: bool,
+    pub reconciliation: Reconciliation,
+}
+
+impl Outcome {
+    fn ok(&self) -> bool {
+        self.drained && self.reconciliation.ok
+    }
+
+    fn worst_recovery(&self) -> Option<Duration> {
+        self.faults.iter().map(|f| f.recovered_in).max()
+    }
+}
+
+/// What every scenario shares.
+struct Run<'a> {
+    args: &'a ChaosArgs,
+    ledger: Ledger,
+    skus: Vec<String>,
+    generator: Generator,
+    rng: StdRng,
+    tag: String,
+}
+
+pub async fn chaos(args: ChaosArgs) -> Result<bool> {
+    args.validate()?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let mix = args.mix.config();
+    let skus = mix.sku_names();
+    let today = Utc::now().date_naive();
+    let last_day = (Utc::now() + chrono::Duration::days(1)).date_naive();
+    let ledger = Ledger::connect(
+        &args.target.database_url,
+        &args.target.consumer_name,
+        &args.target.topic,
+        (today, last_day),
+    )
+    .await?;
+    ledger.seed(&skus).await?;
+    let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let mut run = Run {
+        args: &args,
+        ledger,
+        skus,
+        generator: Generator::new(mix, StdRng::seed_from_u64(seed), tag.clone()),
+        rng: StdRng::seed_from_u64(seed ^ 0x5eed),
+        tag,
+    };
+    eprintln!(
+        "inbox-loadgen chaos (run {}, seed {seed}): {} scenarios of {} s at {}/s on {}",
+        run.tag,
+        args.scenarios.len(),
+        args.scenario_seconds,
+        args.rate,
+        args.target.topic
+    );
+    let mut outcomes = Vec::new();
+    for &scenario in &args.scenarios {
+        eprintln!("--- {} ---", scenario.name());
+        let outcome = run
+            .scenario(scenario)
+            .await
+            .with_context(|| format!("scenario {}", scenario.name()))?;
+        eprintln!("{}", row(&outcome));
+        outcomes.push(outcome);
+    }
+    println!("{}", table(&outcomes));
+    if let Some(path) = &args.report {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let json = report(&args, seed, &outcomes);
+        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("report {}", path.display());
+    }
+    Ok(outcomes.iter().all(Outcome::ok))
+}
+
+impl Run<'_> {
+    fn group(&self, scenario: Scenario) -> String {
+        let base = self
+            .args
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("{}-chaos", self.args.target.topic));
+        match scenario {
+            Scenario::Replay => format!("{base}-replay-{}", self.tag),
+            _ => base,
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + Duration::from_secs_f64(self.args.recovery_timeout)
+    }
+
+    async fn scenario(&mut self, scenario: Scenario) -> Result<Outcome> {
+        let group = self.group(scenario);
+        let config = self.args.member_config(&group)?;
+        let port = self.args.metrics_port;
+        let mut members: Vec<Member> = match scenario {
+            Scenario::KillConsumer => vec![Member::new(&config, "kill-consumer", port, true)],
+            Scenario::RebalanceStorm => (0..STORM_MEMBERS)
+                .map(|i| Member::new(&config, &format!("storm-{}", i + 1), port + i as u16, false))
+                .collect(),
+            other => vec![Member::new(&config, other.name(), port, false)],
+        };
+        let progress = GroupProgress::new(
+            &self.args.target.bootstrap_servers,
+            &group,
+            &self.args.target.topic,
+        )
+        .await?;
+        let on_topic: i64 = progress.end_offsets(self.deadline()).await?.iter().sum();
+        if scenario != Scenario::Replay {
+            // The replay's member starts with the load: its start is the fault.
+            for member in &mut members {
+                member.start()?;
+            }
+            for member in &mut members {
+                member.wait_ready().await?;
+            }
+        }
+
+        let before = self.ledger.snapshot(&self.skus).await?;
+        let producer =
+            Producer::connect(&self.args.target.bootstrap_servers, &self.args.target.topic).await?;
+        let mut manifest = Manifest::default();
+        let duration = Duration::from_secs_f64(self.args.scenario_seconds);
+        let mut injector = Injector {
+            args: self.args,
+            members: &mut members,
+            progress: &progress,
+            rng: &mut self.rng,
+            recovery_timeout: Duration::from_secs_f64(self.args.recovery_timeout),
+        };
+        let (produced, faults) = tokio::join!(
+            produce::paced(
+                &producer,
+                &mut self.generator,
+                &mut manifest,
+                self.args.rate,
+                duration,
+                None
+            ),
+            injector.inject(scenario, duration)
+        );
+        produced?;
+        let faults = faults?;
+        producer.finish().await?;
+
+        // Everything sent is committed, then reconcile.
+        let ends = progress.end_offsets(self.deadline()).await?;
+        progress.wait_caught_up(&ends, self.deadline()).await?;
+        for member in &mut members {
+            if let Some(crash) = member.exited_unexpectedly() {
+                bail!("{crash}");
+            }
+        }
+        let expected = (manifest.unique_events() + manifest.poison_sent()) as i64;
+        let drained = self
+            .ledger
+            .wait_for_drain(&before, expected, Duration::from_secs(30))
+            .await?;
+        let after = self.ledger.snapshot(&self.skus).await?;
+        let ids = manifest.fresh_ids();
+        let applied = self.ledger.applied(&ids).await?;
+        let reconciliation = reconcile(
+            &Sent {
+                unique_ids: &ids,
+                expected_reserved: &manifest.expected_reserved,
+                poison: &manifest.poison,
+            },
+            &before,
+            &after,
+            &applied,
+        );
+        for member in &mut members {
+            member.stop().await?;
+        }
+        Ok(Outcome {
+            scenario,
+            events: manifest.events_sent(),
+            duplicates_sent: manifest.duplicates,
+            replayed: if scenario == Scenario::Replay {
+                on_topic
+            } else {
+                0
+            },
+            faults,
+            drained,
+            reconciliation,
+        })
+    }
+}
+
+/// Injects one scenario's faults while the load runs.
+struct Injector<'a> {
+    args: &'a ChaosArgs,
+    members: &'a mut Vec<Member>,
+    progress: &'a GroupProgress,
+    rng: &'a mut StdRng,
+    recovery_timeout: Duration,
+}
+
+impl Injector<'_> {
+    async fn inject(&mut self, scenario: Scenario, duration: Duration) -> Result<Vec<Fault>> {
+        let started = Instant::now();
+        let mut faults = Vec::new();
+        match scenario {
+            Scenario::KillConsumer => {
+                while started.elapsed() + Duration::from_secs_f64(FAULT_GAP.1) < duration {
+                    self.gap().await;
+                    let at = Instant::now();
+                    let member = &mut self.members[0];
+                    member.kill().await?;
+                    member.start()?;
+                    faults.push(self.recovered("kill -9 consumer", at).await?);
+                }
+            }
+            Scenario::RebalanceStorm => {
+                let mut watchers = Vec::new();
+                let mut change = 0;
+                while started.elapsed() + Duration::from_secs_f64(FAULT_GAP.1) < duration {
+                    self.gap().await;
+                    let at = Instant::now();
+                    let member = &mut self.members[(change / 2) % STORM_MEMBERS];
+                    let what = if member.is_running() {
+                        member.stop().await?;
+                        format!("stop {}", member.name)
+                    } else {
+                        member.start()?;
+                        format!("start {}", member.name)
+                    };
+                    change += 1;
+                    watchers.push(self.watch(what, at));
+                }
+                for member in self.members.iter_mut().filter(|m| !m.is_running()) {
+                    member.start()?;
+                }
+                for watcher in watchers {
+                    faults.push(watcher.await??);
+                }
+            }
+            Scenario::RestartDatabase => {
+                for nth in 1..=2u32 {
+                    sleep_until(started + duration * nth / 3).await;
+                    let at = Instant::now();
+                    shell(self.args.restart_database_cmd.as_deref()).await?;
+                    faults.push(self.recovered("restart PostgreSQL", at).await?);
+                }
+            }
+            Scenario::KillBroker => {
+                sleep_until(started + duration / 3).await;
+                let at = Instant::now();
+                shell(self.args.kill_broker_cmd.as_deref()).await?;
+                shell(self.args.start_broker_cmd.as_deref()).await?;
+                faults.push(self.recovered("kill -9 broker, start it", at).await?);
+            }
+            Scenario::Replay => {
+                let at = Instant::now();
+                self.members[0].start()?;
+                faults.push(
+                    self.recovered("new group from the earliest offset", at)
+                        .await?,
+                );
+            }
+        }
+        Ok(faults)
+    }
+
+    async fn gap(&mut self) {
+        let seconds = self.rng.gen_range(FAULT_GAP.0..FAULT_GAP.1);
+        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    }
+
+    /// Waits until the group committed the end offsets of now (the repair);
+    /// the recovery counts from `at` (the fault).
+    async fn recovered(&self, what: &str, at: Instant) -> Result<Fault> {
+        self.watch(what.to_owned(), at).await?
+    }
+
+    /// The same in the background, for faults that follow each other
+    /// faster than the group recovers.
+    fn watch(&self, what: String, at: Instant) -> tokio::task::JoinHandle<Result<Fault>> {
+        let progress = self.progress.clone();
+        let deadline = Instant::now() + self.recovery_timeout;
+        tokio::spawn(async move {
+            let ends = progress.end_offsets(deadline).await?;
+            let caught_up = progress
+                .wait_caught_up(&ends, deadline)
+                .await
+                .with_context(|| format!("recovering from {what}"))?;
+            let fault = Fault {
+                recovered_in: caught_up - at,
+                what,
+            };
+            eprintln!(
+                "  {}: recovered in {:.1} s",
+                fault.what,
+                fault.recovered_in.as_secs_f64()
+            );
+            Ok(fault)
+        })
+    }
+}
+
+async fn sleep_until(at: Instant) {
+    tokio::time::sleep_until(at.into()).await;
+}
+
+/// Runs a shell command; fails with its output when it fails.
+async fn shell(command: Option<&str>) -> Result<()> {
+    let command = command.context("no command given")?;
+    let output = tokio::process::Command::new("sh")
+        .args(["-c", command])
+        .output()
+        .await
+        .with_context(|| format!("running {command:?}"))?;
+    if !output.status.success() {
+        bail!(
+            "{command:?} failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+const HEADER: [&str; 8] = [
+    "scenario",
+    "events",
+    "duplicates sent",
+    "replayed",
+    "applied twice",
+    "lost",
+    "reconciled",
+    "time to recover (max; faults)",
+];
+
+fn cells(outcome: &Outcome) -> [String; 8] {
+    let recovery = match outcome.worst_recovery() {
+        Some(worst) => format!("{:.1} s; {}", worst.as_secs_f64(), outcome.faults.len()),
+        None => "-".to_owned(),
+    };
+    [
+        outcome.scenario.name().to_owned(),
+        outcome.events.to_string(),
+        outcome.duplicates_sent.to_string(),
+        outcome.replayed.to_string(),
+        outcome.reconciliation.doubled_events.to_string(),
+        outcome.reconciliation.lost_events.to_string(),
+        if outcome.ok() { "yes" } else { "NO" }.to_owned(),
+        recovery,
+    ]
+}
+
+/// One scenario as a line, for the log as it goes.
+fn row(outcome: &Outcome) -> String {
+    HEADER
+        .iter()
+        .zip(cells(outcome))
+        .map(|(name, cell)| format!("{name}: {cell}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The run as a Markdown table.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let mut lines = vec![
+        format!("| {} |", HEADER.join(" | ")),
+        format!("|{}", "---|".repeat(HEADER.len())),
+    ];
+    lines.extend(
+        outcomes
+            .iter()
+            .map(|outcome| format!("| {} |", cells(outcome).join(" | "))),
+    );
+    lines.join("\n")
+}
+
+fn report(args: &ChaosArgs, seed: u64, outcomes: &[Outcome]) -> serde_json::Value {
+    let scenarios: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|o| {
+            let r = &o.reconciliation;
+            serde_json::json!({
+                "scenario": o.scenario.name(),
+                "events": o.events,
+                "duplicates_sent": o.duplicates_sent,
+                "replayed": o.replayed,
+                "applied_twice": r.doubled_events,
+                "lost": r.lost_events,
+                "reconciled": o.ok(),
+                "ledger_rows_delta": r.ledger_rows_delta,
+                "expected_ledger_rows": r.expected_ledger_rows,
+                "parked_rows_delta": r.parked_rows_delta,
+                "expected_parked_rows": r.expected_parked_rows,
+                "parked_reason_differences": r.parked_reason_differences
+                    .iter()
+                    .map(|(k, (parked, sent))| (k.clone(), serde_json::json!({"parked": parked, "sent": sent})))
+                    .collect::<BTreeMap<_, _>>(),
+                "faults": o.faults.iter().map(|f| serde_json::json!({
+                    "fault": f.what,
+                    "recovered_in_seconds": f.recovered_in.as_secs_f64(),
+                })).collect::<Vec<_>>(),
+                "time_to_recover_seconds": o.worst_recovery().map(|d| d.as_secs_f64()),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "topic": args.target.topic,
+        "rate": args.rate,
+        "scenario_seconds": args.scenario_seconds,
+        "seed": seed,
+        "ok": outcomes.iter().all(Outcome::ok),
+        "scenarios": scenarios,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(doubled: u64, faults: &[f64]) -> Outcome {
+        Outcome {
+            scenario: Scenario::KillConsumer,
+            events: 1000,
+            duplicates_sent: 50,
+            replayed: 0,
+            faults: faults
+                .iter()
+                .map(|s| Fault {
+                    what: "kill".into(),
+                    recovered_in: Duration::from_secs_f64(*s),
+                })
+                .collect(),
+            drained: true,
+            reconciliation: Reconciliation {
+                ok: doubled == 0,
+                mismatched_skus: 0,
+                over_reserved_skus: 0,
+                lost_events: 0,
+                doubled_events: doubled,
+                ledger_rows_delta: 940,
+                expected_ledger_rows: 940,
+                parked_rows_delta: 10,
+                expected_parked_rows: 10,
+                parked_reason_differences: BTreeMap::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_table_shows_the_worst_recovery_and_the_verdict() {
+        let text = table(&[outcome(0, &[1.25, 3.5, 2.0]), outcome(2, &[])]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(
+            lines[2],
+            "| kill-consumer | 1000 | 50 | 0 | 0 | 0 | yes | 3.5 s; 3 |"
+        );
+        assert_eq!(
+            lines[3],
+            "| kill-consumer | 1000 | 50 | 0 | 2 | 0 | NO | - |"
+        );
+    }
+
+    #[test]
+    fn a_scenario_that_did_not_drain_is_not_ok() {
+        let mut stalled = outcome(0, &[1.0]);
+        stalled.drained = false;
+        assert!(!stalled.ok());
+        assert!(outcome(0, &[1.0]).ok());
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The fault suite under load (make chaos): on a fresh database and topic of
+# the local services, `inbox-loadgen chaos` drives the generator while it
+# kills consumers, storms the group, restarts PostgreSQL, kills the Kafka
+# broker and replays the topic under a new group, reconciling after each.
+#
+#   scripts/chaos.sh [--seconds S] [--rate N] [-- extra inbox-loadgen chaos flags]
+#
+# Prints the table (scenario, events, duplicates sent, replayed, applied
+# twice, lost, time to recover) and leaves the JSON report and every
+# consumer's log in .local/chaos/; exits non-zero when a scenario fails.
+#
+# It restarts the shared PostgreSQL and kills the shared broker: do not run
+# it beside `make test`.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+seconds=30
+rate=1400
+extra=()
+while (($#)); do
+    case "$1" in
+        --seconds) seconds=$2; shift 2 ;;
+        --rate) rate=$2; shift 2 ;;
+        --) shift; extra=("$@"); break ;;
+        *) echo "chaos: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+BIN="$REPO/target/release"
+PG=postgres://inventory:inventory@127.0.0.1:5432
+run_id="chaos_$(date +%Y%m%d%H%M%S)_$$"
+out=.local/chaos
+mkdir -p "$out"
+rm -f "$out"/*.log
+
+psql -q "$PG/inventory" -c "CREATE DATABASE $run_id"
+DATABASE_URL="$PG/$run_id" "$BIN/inventory-inbox" migrate >/dev/null
+scripts/services.sh topic "$run_id" 12 >/dev/null
+scripts/services.sh topic "$run_id.dlq" 12 >/dev/null
+
+# A 10 s session (the client default is 45 s): a member that went away
+# without leaving the group (a killed process, a stopped static member) has
+# its partitions moved within seconds.
+DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" chaos \
+    --topic "$run_id" --group "$run_id" --rate "$rate" --scenario-seconds "$seconds" \
+    --consumer-bin "$BIN/inventory-inbox" \
+    --consumer-env "DLQ_TOPIC=$run_id.dlq" \
+    --consumer-env KAFKA_PROPERTY_SESSION_TIMEOUT_MS=10000 \
+    --restart-database-cmd "scripts/services.sh restart-postgres" \
+    --kill-broker-cmd "scripts/services.sh kill-kafka" \
+    --start-broker-cmd "scripts/services.sh up" \
+    --log-dir "$out" --report "$out/report.json" "${extra[@]}"
