@@ -35,10 +35,52 @@ use crate::store::{BatchOutcome, Inbox, StoreError};
 /// The consumer as the pipeline uses it.
 pub type InboxConsumer = StreamConsumer<InboxContext>;
 
-/// Environment variable naming a fail point, for crash tests only (compiled
-/// in with the `failpoints` feature; `after_db_commit` aborts the process
-/// right after a batch's DB commit, before its offset commit).
+/// Environment variable naming a fail point, for tests only (read only
+/// when built with the `failpoints` feature):
+/// - `after_db_commit` aborts the process right after a batch's DB commit,
+///   before its offset commit;
+/// - `drop_first_offset_commit` loses the first offset commit, as if Kafka
+///   had refused it.
 pub const FAILPOINT_ENV: &str = "INBOX_FAILPOINT";
+
+/// The fail point named in [`FAILPOINT_ENV`]; inert without the feature.
+#[derive(Default)]
+struct FailPoint {
+    name: Option<String>,
+    commit_dropped: bool,
+}
+
+impl FailPoint {
+    fn from_env() -> FailPoint {
+        FailPoint {
+            name: cfg!(feature = "failpoints")
+                .then(|| std::env::var(FAILPOINT_ENV).ok())
+                .flatten(),
+            commit_dropped: false,
+        }
+    }
+
+    fn is(&self, name: &str) -> bool {
+        self.name.as_deref() == Some(name)
+    }
+
+    fn abort_after_db_commit(&self) {
+        if self.is("after_db_commit") {
+            tracing::error!("fail point after_db_commit: aborting before the offset commit");
+            std::process::abort();
+        }
+    }
+
+    /// True (once) when this offset commit is to be lost.
+    fn drop_offset_commit(&mut self) -> bool {
+        if self.is("drop_first_offset_commit") && !self.commit_dropped {
+            self.commit_dropped = true;
+            tracing::error!("fail point drop_first_offset_commit: offset commit not sent");
+            return true;
+        }
+        false
+    }
+}
 
 /// First and largest pause between retries of a batch.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -85,8 +127,7 @@ impl Pipeline {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
         // Records polled while a batch was being retried, kept in order.
         let mut carry: VecDeque<InboundRecord> = VecDeque::new();
-        #[cfg(feature = "failpoints")]
-        let failpoint = std::env::var(FAILPOINT_ENV).ok();
+        let mut failpoint = FailPoint::from_env();
         let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
         recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -106,12 +147,10 @@ impl Pipeline {
             if let Some(dlq) = &self.dlq {
                 publish_parked(dlq, &records, &outcome);
             }
-            #[cfg(feature = "failpoints")]
-            if failpoint.as_deref() == Some("after_db_commit") {
-                tracing::error!("fail point after_db_commit: aborting before the offset commit");
-                std::process::abort();
-            }
-            if let Err(error) = self
+            failpoint.abort_after_db_commit();
+            if failpoint.drop_offset_commit() {
+                // Lost: the commit is sent again with the unconfirmed ones.
+            } else if let Err(error) = self
                 .consumer
                 .commit(&kafka::to_list(committed.iter()), CommitMode::Async)
             {

@@ -7,7 +7,7 @@
 //! everything, and reconciles what it sent with what the database shows:
 //!
 //! 1. `kill-consumer`: kill -9 of the consumer at random moments, restarted
-//!    at once (static group membership, as a restarted pod would be).
+//!    at once.
 //! 2. `rebalance-storm`: three members in one group; every few seconds one
 //!    of them is stopped or started again.
 //! 3. `restart-database`: PostgreSQL restarted twice (`--restart-database-cmd`).
@@ -21,7 +21,13 @@
 //! offsets reached the topic's end offsets as of the moment the fault was
 //! repaired (the consumer restarted, the database or broker answering
 //! again). An offset is committed only after the database commit, so at that
-//! instant everything sent before the repair is applied.
+//! instant everything sent before the repair is applied. The outage, from
+//! the fault to its repair, is part of it and reported too.
+//!
+//! The single consumer of scenarios 1 and 3–5 is a static member
+//! (`group.instance.id`), as a deployment that restarts consumers in place
+//! runs it; the storm's members are dynamic and leave the group when
+//! stopped.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -210,6 +216,9 @@ impl ChaosArgs {
 #[derive(Debug, Clone)]
 pub struct Fault {
     pub what: String,
+    /// From the fault until it was repaired (the outage).
+    pub repaired_in: Duration,
+    /// From the fault until everything sent before the repair was committed.
     pub recovered_in: Duration,
 }
 
@@ -231,8 +240,8 @@ impl Outcome {
         self.drained && self.reconciliation.ok
     }
 
-    fn worst_recovery(&self) -> Option<Duration> {
-        self.faults.iter().map(|f| f.recovered_in).max()
+    fn worst_recovery(&self) -> Option<&Fault> {
+        self.faults.iter().max_by_key(|f| f.recovered_in)
     }
 }
 
@@ -323,11 +332,12 @@ impl Run<'_> {
         let config = self.args.member_config(&group)?;
         let port = self.args.metrics_port;
         let mut members: Vec<Member> = match scenario {
-            Scenario::KillConsumer => vec![Member::new(&config, "kill-consumer", port, true)],
             Scenario::RebalanceStorm => (0..STORM_MEMBERS)
-                .map(|i| Member::new(&config, &format!("storm-{}", i + 1), port + i as u16, false))
+                .map(|i| Member::new(&config, &format!("storm-{}", i + 1), port + i as u16, None))
                 .collect(),
-            other => vec![Member::new(&config, other.name(), port, false)],
+            // One instance id across scenarios: each takes the partitions of
+            // the one before at once, as a restarted pod does.
+            other => vec![Member::new(&config, other.name(), port, Some("consumer"))],
         };
         let progress = GroupProgress::new(
             &self.args.target.bootstrap_servers,
@@ -509,6 +519,7 @@ impl Injector<'_> {
     fn watch(&self, what: String, at: Instant) -> tokio::task::JoinHandle<Result<Fault>> {
         let progress = self.progress.clone();
         let deadline = Instant::now() + self.recovery_timeout;
+        let repaired_in = at.elapsed();
         tokio::spawn(async move {
             let ends = progress.end_offsets(deadline).await?;
             let caught_up = progress
@@ -516,12 +527,14 @@ impl Injector<'_> {
                 .await
                 .with_context(|| format!("recovering from {what}"))?;
             let fault = Fault {
+                repaired_in,
                 recovered_in: caught_up - at,
                 what,
             };
             eprintln!(
-                "  {}: recovered in {:.1} s",
+                "  {}: repaired after {:.1} s, recovered in {:.1} s",
                 fault.what,
+                fault.repaired_in.as_secs_f64(),
                 fault.recovered_in.as_secs_f64()
             );
             Ok(fault)
@@ -552,7 +565,7 @@ async fn shell(command: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-const HEADER: [&str; 8] = [
+const HEADER: [&str; 9] = [
     "scenario",
     "events",
     "duplicates sent",
@@ -560,12 +573,17 @@ const HEADER: [&str; 8] = [
     "applied twice",
     "lost",
     "reconciled",
-    "time to recover (max; faults)",
+    "time to recover; its outage (worst fault)",
+    "faults",
 ];
 
-fn cells(outcome: &Outcome) -> [String; 8] {
+fn cells(outcome: &Outcome) -> [String; 9] {
     let recovery = match outcome.worst_recovery() {
-        Some(worst) => format!("{:.1} s; {}", worst.as_secs_f64(), outcome.faults.len()),
+        Some(worst) => format!(
+            "{:.1} s; {:.1} s",
+            worst.recovered_in.as_secs_f64(),
+            worst.repaired_in.as_secs_f64()
+        ),
         None => "-".to_owned(),
     };
     [
@@ -577,6 +595,7 @@ fn cells(outcome: &Outcome) -> [String; 8] {
         outcome.reconciliation.lost_events.to_string(),
         if outcome.ok() { "yes" } else { "NO" }.to_owned(),
         recovery,
+        outcome.faults.len().to_string(),
     ]
 }
 
@@ -627,9 +646,10 @@ fn report(args: &ChaosArgs, seed: u64, outcomes: &[Outcome]) -> serde_json::Valu
                     .collect::<BTreeMap<_, _>>(),
                 "faults": o.faults.iter().map(|f| serde_json::json!({
                     "fault": f.what,
+                    "repaired_in_seconds": f.repaired_in.as_secs_f64(),
                     "recovered_in_seconds": f.recovered_in.as_secs_f64(),
                 })).collect::<Vec<_>>(),
-                "time_to_recover_seconds": o.worst_recovery().map(|d| d.as_secs_f64()),
+                "time_to_recover_seconds": o.worst_recovery().map(|f| f.recovered_in.as_secs_f64()),
             })
         })
         .collect();
@@ -657,6 +677,7 @@ mod tests {
                 .iter()
                 .map(|s| Fault {
                     what: "kill".into(),
+                    repaired_in: Duration::from_secs_f64(s / 4.0),
                     recovered_in: Duration::from_secs_f64(*s),
                 })
                 .collect(),
@@ -683,11 +704,11 @@ mod tests {
         assert_eq!(lines.len(), 4);
         assert_eq!(
             lines[2],
-            "| kill-consumer | 1000 | 50 | 0 | 0 | 0 | yes | 3.5 s; 3 |"
+            "| kill-consumer | 1000 | 50 | 0 | 0 | 0 | yes | 3.5 s; 0.9 s | 3 |"
         );
         assert_eq!(
             lines[3],
-            "| kill-consumer | 1000 | 50 | 0 | 2 | 0 | NO | - |"
+            "| kill-consumer | 1000 | 50 | 0 | 2 | 0 | NO | - | 0 |"
         );
     }
 

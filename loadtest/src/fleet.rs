@@ -29,8 +29,9 @@ pub struct MemberConfig {
     pub log_dir: PathBuf,
 }
 
-/// One member: a slot with a fixed name, metrics port and (optionally) a
-/// static group instance id, whose process may be running or not.
+/// One member: a slot with a fixed name (its log file), metrics port and
+/// (optionally) a static group instance id, whose process may be running or
+/// not.
 pub struct Member {
     pub name: String,
     metrics_port: u16,
@@ -42,16 +43,18 @@ pub struct Member {
 }
 
 impl Member {
+    /// A member; with `instance`, a static one (`group.instance.id` is the
+    /// group's name and `instance`).
     pub fn new(
         config: &MemberConfig,
         name: &str,
         metrics_port: u16,
-        static_membership: bool,
+        instance: Option<&str>,
     ) -> Member {
         Member {
             name: name.to_owned(),
             metrics_port,
-            instance_id: static_membership.then(|| format!("{}-{name}", config.group)),
+            instance_id: instance.map(|instance| format!("{}-{instance}", config.group)),
             config: config.clone(),
             process: None,
         }

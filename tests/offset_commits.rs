@@ -1,0 +1,37 @@
+//! An offset commit that never reached Kafka (refused during a rebalance,
+//! lost with the coordinator) is sent again, also when no later record on
+//! that partition brings another commit: the partition does not stay
+//! uncommitted, to be reread by the next owner.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+#[tokio::test]
+async fn a_lost_offset_commit_is_sent_again_without_new_records() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000)]).await;
+    // One batch, then nothing more: no later commit could cover the first.
+    let records: Vec<Outgoing> = (0..5)
+        .map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-1", 1)])))
+        .collect();
+    produce(&producer(), &topic, &records).await;
+
+    let spec = ConsumerSpec::new(&db, &topic).env("INBOX_FAILPOINT", "drop_first_offset_commit");
+    let consumer = spec.start();
+    wait_for_ledger(&db, 5, Duration::from_secs(60)).await;
+    wait_committed(&spec, 5).await;
+
+    assert!(
+        consumer
+            .log_text()
+            .contains("fail point drop_first_offset_commit"),
+        "the first offset commit was dropped; log:\n{}",
+        consumer.log_text()
+    );
+    assert_eq!(db.reserved("SKU-1").await, 5, "each event applied once");
+    consumer.stop().await;
+}
