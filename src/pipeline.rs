@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use rand::Rng;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use tokio::sync::watch;
@@ -211,9 +212,34 @@ impl Pipeline {
         let capacity = self.settings.max_records * self.settings.lanes;
         let mut records = Vec::with_capacity(capacity);
         let mut deadline: Option<tokio::time::Instant> = None;
+        // Records that were already waiting when the round began queued up
+        // during the previous batch: they have lingered enough. Such a round
+        // takes what is there and goes, so under load a batch follows the
+        // last one at once, as large as the traffic of one transaction.
+        let mut behind = false;
         while records.len() < capacity {
-            if let Some(record) = carry.pop_front() {
-                records.push(record);
+            let waiting = match carry.pop_front() {
+                Some(record) => Some(Ok(record)),
+                None => self
+                    .consumer
+                    .recv()
+                    .now_or_never()
+                    .map(|message| message.map(|m| kafka::to_record(&m))),
+            };
+            if let Some(waiting) = waiting {
+                self.purge_revoked(&mut records, carry);
+                match waiting {
+                    Ok(record) => {
+                        behind |= deadline.is_none();
+                        records.push(record);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "poll error");
+                        continue;
+                    }
+                }
+            } else if behind {
+                break;
             } else {
                 let wait_until = async {
                     match deadline {
