@@ -45,7 +45,6 @@ pub type InboxConsumer = StreamConsumer<InboxContext>;
 pub const FAILPOINT_ENV: &str = "INBOX_FAILPOINT";
 
 /// The fail point named in [`FAILPOINT_ENV`]; inert without the feature.
-#[derive(Default)]
 struct FailPoint {
     name: Option<String>,
     commit_dropped: bool,
@@ -149,14 +148,9 @@ impl Pipeline {
                 publish_parked(dlq, &records, &outcome);
             }
             failpoint.abort_after_db_commit();
-            if failpoint.drop_offset_commit() {
-                // Lost: the commit is sent again with the unconfirmed ones.
-            } else if let Err(error) = self
-                .consumer
-                .commit(&kafka::to_list(committed.iter()), CommitMode::Async)
-            {
-                self.metrics.offset_commit_failures.inc();
-                tracing::warn!(%error, "offset commit not sent; it is sent again");
+            // A dropped commit is sent again with the unconfirmed ones.
+            if !failpoint.drop_offset_commit() {
+                self.commit_async(&kafka::to_list(committed.iter()));
             }
             if *shutdown.borrow() {
                 break;
@@ -183,19 +177,24 @@ impl Pipeline {
         tracing::info!("consumer closed");
     }
 
+    /// Sends an offset commit; its outcome reaches the commit callback,
+    /// and what Kafka does not confirm is sent again.
+    fn commit_async(&self, offsets: &rdkafka::TopicPartitionList) {
+        if let Err(error) = self.consumer.commit(offsets, CommitMode::Async) {
+            self.metrics.offset_commit_failures.inc();
+            tracing::warn!(%error, "offset commit not sent; it is sent again");
+        }
+    }
+
     /// Sends again the offsets Kafka has not confirmed.
     fn recommit_unconfirmed(&self) {
         let pending = self.offsets.unconfirmed();
-        if pending.count() == 0 {
-            return;
-        }
-        tracing::debug!(
-            partitions = pending.count(),
-            "sending offsets Kafka has not confirmed again"
-        );
-        if let Err(error) = self.consumer.commit(&pending, CommitMode::Async) {
-            self.metrics.offset_commit_failures.inc();
-            tracing::warn!(%error, "offset commit not sent; it is sent again");
+        if pending.count() > 0 {
+            tracing::debug!(
+                partitions = pending.count(),
+                "sending offsets Kafka has not confirmed again"
+            );
+            self.commit_async(&pending);
         }
     }
 
@@ -218,53 +217,43 @@ impl Pipeline {
         // last one at once, as large as the traffic of one transaction.
         let mut behind = false;
         while records.len() < capacity {
-            let waiting = match carry.pop_front() {
-                Some(record) => Some(Ok(record)),
-                None => self
-                    .consumer
-                    .recv()
-                    .now_or_never()
-                    .map(|message| message.map(|m| kafka::to_record(&m))),
-            };
-            if let Some(waiting) = waiting {
-                self.purge_revoked(&mut records, carry);
-                match waiting {
-                    Ok(record) => {
-                        behind |= deadline.is_none();
-                        records.push(record);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "poll error");
-                        continue;
-                    }
-                }
-            } else if behind {
-                break;
+            let polled = if let Some(record) = carry.pop_front() {
+                behind |= deadline.is_none();
+                Ok(record)
             } else {
-                let wait_until = async {
-                    match deadline {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
+                let message = match self.consumer.recv().now_or_never() {
+                    Some(message) => {
+                        behind |= deadline.is_none() && message.is_ok();
+                        message
                     }
-                };
-                tokio::select! {
-                    biased;
-                    _ = shutdown.wait_for(|stop| *stop) => break,
-                    _ = wait_until => break,
-                    _ = recommit.tick() => {
-                        self.recommit_unconfirmed();
-                        continue;
-                    }
-                    message = self.consumer.recv() => {
-                        self.purge_revoked(&mut records, carry);
-                        match message {
-                            Ok(message) => records.push(kafka::to_record(&message)),
-                            Err(error) => {
-                                tracing::warn!(%error, "poll error");
+                    None if behind => break,
+                    None => {
+                        let wait_until = async {
+                            match deadline {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            biased;
+                            _ = shutdown.wait_for(|stop| *stop) => break,
+                            _ = wait_until => break,
+                            _ = recommit.tick() => {
+                                self.recommit_unconfirmed();
                                 continue;
                             }
+                            message = self.consumer.recv() => message,
                         }
                     }
+                };
+                self.purge_revoked(&mut records, carry);
+                message.map(|m| kafka::to_record(&m))
+            };
+            match polled {
+                Ok(record) => records.push(record),
+                Err(error) => {
+                    tracing::warn!(%error, "poll error");
+                    continue;
                 }
             }
             if deadline.is_none() {
