@@ -209,9 +209,20 @@ pub async fn fresh_topic(partitions: i32) -> String {
 /// A fresh topic with topic-level configuration.
 pub async fn fresh_topic_with(partitions: i32, config: &[(&str, &str)]) -> String {
     require_services();
-    let name = unique("orders_test");
+    create_topic_at(KAFKA, "orders_test", partitions, config).await
+}
+
+/// Creates a topic named `prefix` plus a unique suffix (replication 1) on
+/// the given bootstrap servers; returns its name.
+pub async fn create_topic_at(
+    bootstrap: &str,
+    prefix: &str,
+    partitions: i32,
+    config: &[(&str, &str)],
+) -> String {
+    let name = unique(prefix);
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", bootstrap)
         .create()
         .expect("admin client");
     let results = admin

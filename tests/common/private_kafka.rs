@@ -12,13 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use uuid::Uuid;
 
-use super::{free_port, unique};
+use super::{create_topic_at, free_port, unique};
 
 /// Longest wait for the broker to answer after a (re)start.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -109,24 +107,9 @@ impl PrivateKafka {
         self.wait_ready();
     }
 
-    /// Creates a topic (replication 1) and waits until it has leaders.
+    /// Creates a topic (replication 1).
     pub async fn topic(&self, partitions: i32) -> String {
-        let name = unique("orders_private");
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", self.bootstrap())
-            .create()
-            .expect("admin client");
-        let results = admin
-            .create_topics(
-                &[NewTopic::new(&name, partitions, TopicReplication::Fixed(1))],
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
-            )
-            .await
-            .expect("create topic");
-        for result in results {
-            result.expect("topic created");
-        }
-        name
+        create_topic_at(&self.bootstrap(), "orders_private", partitions, &[]).await
     }
 
     /// The broker's own log, for failure messages.
