@@ -34,7 +34,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use chrono::Utc;
 use clap::{Args, ValueEnum};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -260,15 +259,7 @@ pub async fn chaos(args: ChaosArgs) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let mix = args.mix.config();
     let skus = mix.sku_names();
-    let today = Utc::now().date_naive();
-    let last_day = (Utc::now() + chrono::Duration::days(1)).date_naive();
-    let ledger = Ledger::connect(
-        &args.target.database_url,
-        &args.target.consumer_name,
-        &args.target.topic,
-        (today, last_day),
-    )
-    .await?;
+    let ledger = Ledger::of_target(&args.target, 0.0).await?;
     ledger.seed(&skus).await?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut run = Run {
@@ -345,7 +336,11 @@ impl Run<'_> {
             &self.args.target.topic,
         )
         .await?;
-        let on_topic: i64 = progress.end_offsets(self.deadline()).await?.iter().sum();
+        // What the replay's new group must read again.
+        let replayed = match scenario {
+            Scenario::Replay => progress.end_offsets(self.deadline()).await?.iter().sum(),
+            _ => 0,
+        };
         if scenario != Scenario::Replay {
             // The replay's member starts with the load: its start is the fault.
             for member in &mut members {
@@ -416,11 +411,7 @@ impl Run<'_> {
             scenario,
             events: manifest.events_sent(),
             duplicates_sent: manifest.duplicates,
-            replayed: if scenario == Scenario::Replay {
-                on_topic
-            } else {
-                0
-            },
+            replayed,
             faults,
             drained,
             reconciliation,

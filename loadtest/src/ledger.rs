@@ -15,6 +15,8 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use crate::args::Target;
+
 /// Stock given to every seeded SKU: nothing the run reserves is ever rejected.
 const SEED_ON_HAND: i64 = 1_000_000_000_000;
 /// How often the drain wait looks at the counters.
@@ -56,6 +58,21 @@ pub struct AppliedRow {
 }
 
 impl Ledger {
+    /// The ledger of the consumer under test, for a run of `run_seconds`:
+    /// its events fall on the days from today (UTC) until a day after the
+    /// run's end.
+    pub async fn of_target(target: &Target, run_seconds: f64) -> Result<Self> {
+        let now = Utc::now();
+        let last_day = now + chrono::Duration::seconds(run_seconds as i64 + 86_400);
+        Ledger::connect(
+            &target.database_url,
+            &target.consumer_name,
+            &target.topic,
+            (now.date_naive(), last_day.date_naive()),
+        )
+        .await
+    }
+
     pub async fn connect(
         url: &str,
         consumer: &str,

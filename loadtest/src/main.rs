@@ -329,18 +329,7 @@ async fn run(args: RunArgs) -> Result<bool> {
     let scenario = args.scenario();
     let mix = args.mix();
     let skus = mix.sku_names();
-    // Event days this run can write: today (UTC) until a day after its end.
-    let today = Utc::now().date_naive();
-    let last_day = (Utc::now()
-        + chrono::Duration::seconds((args.duration + args.drain_timeout) as i64 + 86_400))
-    .date_naive();
-    let ledger = Ledger::connect(
-        &args.target.database_url,
-        &args.target.consumer_name,
-        &args.target.topic,
-        (today, last_day),
-    )
-    .await?;
+    let ledger = Ledger::of_target(&args.target, args.duration + args.drain_timeout).await?;
     ledger.seed(&skus).await?;
     let before = ledger.snapshot(&skus).await?;
 
