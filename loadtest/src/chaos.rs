@@ -44,7 +44,7 @@ use crate::generate::{Generator, Manifest};
 use crate::ledger::Ledger;
 use crate::produce::{self, Producer};
 use crate::progress::GroupProgress;
-use crate::reconcile::{reconcile, Reconciliation, Sent};
+use crate::reconcile::Reconciliation;
 
 /// Members of the rebalance storm's group.
 const STORM_MEMBERS: usize = 3;
@@ -386,24 +386,10 @@ impl Run<'_> {
                 bail!("{crash}");
             }
         }
-        let expected = (manifest.unique_events() + manifest.poison_sent()) as i64;
-        let drained = self
+        let settled = self
             .ledger
-            .wait_for_drain(&before, expected, Duration::from_secs(30))
+            .settle(&manifest, &before, &self.skus, Duration::from_secs(30))
             .await?;
-        let after = self.ledger.snapshot(&self.skus).await?;
-        let ids = manifest.fresh_ids();
-        let applied = self.ledger.applied(&ids).await?;
-        let reconciliation = reconcile(
-            &Sent {
-                unique_ids: &ids,
-                expected_reserved: &manifest.expected_reserved,
-                poison: &manifest.poison,
-            },
-            &before,
-            &after,
-            &applied,
-        );
         for member in &mut members {
             member.stop().await?;
         }
@@ -413,8 +399,8 @@ impl Run<'_> {
             duplicates_sent: manifest.duplicates,
             replayed,
             faults,
-            drained,
-            reconciliation,
+            drained: settled.drained,
+            reconciliation: settled.reconciliation,
         })
     }
 }

@@ -16,6 +16,8 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use crate::args::Target;
+use crate::generate::Manifest;
+use crate::reconcile::{reconcile, Reconciliation, Sent};
 
 /// Stock given to every seeded SKU: nothing the run reserves is ever rejected.
 const SEED_ON_HAND: i64 = 1_000_000_000_000;
@@ -57,7 +59,47 @@ pub struct AppliedRow {
     pub processed_at: DateTime<Utc>,
 }
 
+/// What the database shows once a run's records are in.
+pub struct Settled {
+    /// Whether every record was applied or parked before the timeout.
+    pub drained: bool,
+    /// The ledger rows of the run's unique events.
+    pub applied: Vec<AppliedRow>,
+    pub reconciliation: Reconciliation,
+}
+
 impl Ledger {
+    /// Waits until every record of `manifest` is applied or parked (or
+    /// `timeout` passed), then reconciles the database against `before`.
+    pub async fn settle(
+        &self,
+        manifest: &Manifest,
+        before: &Snapshot,
+        skus: &[String],
+        timeout: Duration,
+    ) -> Result<Settled> {
+        let expected = (manifest.unique_events() + manifest.poison_sent()) as i64;
+        let drained = self.wait_for_drain(before, expected, timeout).await?;
+        let after = self.snapshot(skus).await?;
+        let unique_ids = manifest.fresh_ids();
+        let applied = self.applied(&unique_ids).await?;
+        let reconciliation = reconcile(
+            &Sent {
+                unique_ids: &unique_ids,
+                expected_reserved: &manifest.expected_reserved,
+                poison: &manifest.poison,
+            },
+            before,
+            &after,
+            &applied,
+        );
+        Ok(Settled {
+            drained,
+            applied,
+            reconciliation,
+        })
+    }
+
     /// The ledger of the consumer under test, for a run of `run_seconds`:
     /// its events fall on the days from today (UTC) until a day after the
     /// run's end.

@@ -51,9 +51,8 @@ use rand::SeedableRng;
 use crate::args::{Mix, Target};
 use crate::generate::{Generator, Manifest, MixConfig};
 use crate::latency::{quantiles, Sample, Timeline as LatencyTimeline};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Settled};
 use crate::produce::{Producer, SpikePlan, Timeline};
-use crate::reconcile::{reconcile, Sent};
 use crate::report::{Findings, Settings};
 
 #[derive(Debug, Parser)]
@@ -394,30 +393,20 @@ async fn run(args: RunArgs) -> Result<bool> {
         return Ok(true);
     }
 
-    let expected = (manifest.unique_events() + manifest.poison_sent()) as i64;
-    let drained = ledger
-        .wait_for_drain(
+    let Settled {
+        drained,
+        applied,
+        reconciliation,
+    } = ledger
+        .settle(
+            &manifest,
             &before,
-            expected,
+            &skus,
             Duration::from_secs_f64(args.drain_timeout),
         )
         .await?;
-    let after = ledger.snapshot(&skus).await?;
-    let unique_ids = manifest.fresh_ids();
-    let applied = ledger.applied(&unique_ids).await?;
     let samples_of_metrics = sampler.finish();
     let metrics_after = scrape::batch_durations(&args.metrics_url).await.ok();
-
-    let reconciliation = reconcile(
-        &Sent {
-            unique_ids: &unique_ids,
-            expected_reserved: &manifest.expected_reserved,
-            poison: &manifest.poison,
-        },
-        &before,
-        &after,
-        &applied,
-    );
 
     let sent_at: HashMap<uuid::Uuid, DateTime<Utc>> = manifest
         .fresh
