@@ -52,6 +52,18 @@ pub struct Classified {
     pub disposition: Disposition,
 }
 
+impl Classified {
+    /// The record's message id, when it has a valid one.
+    pub fn message_id(&self) -> Option<Uuid> {
+        match &self.disposition {
+            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+                Some(order.message_id)
+            }
+            Disposition::Parked(rejection) => rejection.message_id,
+        }
+    }
+}
+
 /// Classifies records in poll order: decode and validate, check the dedup
 /// window, and mark repeated message ids as in-batch repeats (the ledger then
 /// tells a duplicate from an id reused for another payload).

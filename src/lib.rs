@@ -16,15 +16,14 @@
 //! - [`event`]: the `OrderPlaced` schema, decoding and validation (pure).
 //! - [`window`]: the dedup window, the days with a ledger partition (pure).
 //! - [`batch`]: a poll's records classified, and their offsets (pure).
-//! - [`allocation`]: first-come stock allocation arithmetic (pure).
 //! - [`parked`]: what a parked record keeps, secrets redacted (pure).
-//! - [`store`]: the one transaction per batch, migrations, maintenance.
+//! - [`store`]: the one statement per batch (one round trip), migrations,
+//!   maintenance.
 //! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - [`service`]: start-up wiring of `inventory-inbox run`.
 
-pub mod allocation;
 pub mod batch;
 pub mod config;
 pub mod event;

@@ -1,45 +1,44 @@
-//! The database side: one transaction per batch, set-based SQL from `sql/`.
+//! The database side: one statement per batch (`sql/apply_batch.sql`), its
+//! own transaction, so a batch costs one round trip to PostgreSQL.
 //!
 //! Invariants:
-//! - A batch is applied in ONE transaction: ledger rows, reservations, the
-//!   aggregated stock update and parked rows commit together or not at all.
+//! - A batch is applied atomically: ledger rows, reservations, the
+//!   aggregated stock update, parked rows and the partitions' positions
+//!   commit together or not at all, and the result is read only after the
+//!   commit.
 //! - The ledger's primary key is the only authority on duplicates; nothing
 //!   in memory decides whether an event was applied before.
 //! - Stock rows are locked in SKU order before anything else is written, so
-//!   concurrent consumers cannot deadlock on them.
+//!   concurrent batches cannot deadlock on them.
 //! - A batch the database refuses for a non-transient reason is split until
 //!   the offending records are isolated and parked as `db_rejected`; every
 //!   other record is applied exactly once. Transient errors are returned to
 //!   the caller, which retries the whole batch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::allocation::{self, LineStatus, ReservationKey};
-use crate::batch::{self, Classified, Disposition, InboundRecord};
-use crate::event::{self, OrderPlaced, ParkReason};
-use crate::parked::ParkedRow;
+use crate::batch::{self, Classified, Disposition, InboundRecord, PartitionKey};
+use crate::event::{self, ParkReason, MAX_PAYLOAD_BYTES};
+use crate::parked::{self, ParkedRow};
 use crate::window::DedupWindow;
 
-const LOCK_STOCK: &str = include_str!("../sql/lock_stock.sql");
-const EXISTING_RESERVATIONS: &str = include_str!("../sql/existing_reservations.sql");
-const INSERT_LEDGER: &str = include_str!("../sql/insert_ledger.sql");
-const INSERT_RESERVATIONS: &str = include_str!("../sql/insert_reservations.sql");
-const RESERVE_STOCK: &str = include_str!("../sql/reserve_stock.sql");
-const INSERT_PARKED: &str = include_str!("../sql/insert_parked.sql");
+const APPLY_BATCH: &str = include_str!("../sql/apply_batch.sql");
 const WINDOW_DAYS: &str = include_str!("../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../sql/maintain.sql");
-const LEDGER_HASHES: &str = include_str!("../sql/ledger_hashes.sql");
 const LIST_PARKED: &str = include_str!("../sql/list_parked.sql");
 const LOCK_PARKED: &str = include_str!("../sql/lock_parked.sql");
 const MARK_REPLAYED: &str = include_str!("../sql/mark_replayed.sql");
 const REPLAY_CANDIDATES: &str = include_str!("../sql/replay_candidates.sql");
+
+/// The partitioned ledger, as PostgreSQL names it in errors.
+const LEDGER_TABLE: &str = "processed_inbox";
 
 /// How often the dedup window is re-read even when nothing failed.
 const WINDOW_REFRESH: Duration = Duration::from_secs(60);
@@ -66,6 +65,11 @@ pub enum StoreError {
     /// retried, never parked, until an operator fixes the cause.
     #[error("database error (SQLSTATE {sqlstate}): {message}")]
     Unexpected { sqlstate: String, message: String },
+    /// A record's event day has no ledger partition (dropped or not made
+    /// since the window was read): re-read the window and park those
+    /// records, never blame the batch.
+    #[error("no ledger partition for a record of the batch: {message}")]
+    MissingPartition { message: String },
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -96,6 +100,13 @@ impl From<sqlx::Error> for StoreError {
                     "53300" => transient("too_many_connections"),
                     "55P03" => transient("lock_not_available"),
                     "57014" => transient("query_canceled"),
+                    // The partition routing of the ledger, whatever the
+                    // language of the server's messages.
+                    "23514" if db.table() == Some(LEDGER_TABLE) && db.constraint().is_none() => {
+                        StoreError::MissingPartition {
+                            message: db.message().to_owned(),
+                        }
+                    }
                     s if s.starts_with("57P") => transient("admin_shutdown"),
                     s if s.starts_with("08") => transient("connection"),
                     s if s.starts_with("53") => transient("insufficient_resources"),
@@ -176,6 +187,9 @@ pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, Store
         .max_connections(pool_size)
         .min_connections(0)
         .acquire_timeout(Duration::from_secs(2))
+        // No ping before each use: it would cost a round trip per batch. A
+        // dead connection fails the batch, which is retried on a new one.
+        .test_before_acquire(false)
         .connect_lazy_with(options))
 }
 
@@ -270,7 +284,7 @@ impl Inbox {
         match self.apply_isolating(&batch).await {
             // A partition dropped since the window was read: re-read it, so
             // the records of that day are parked instead of failing again.
-            Err(StoreError::Rejected { ref message, .. }) if message.contains("no partition") => {
+            Err(StoreError::MissingPartition { .. }) => {
                 let window = self.refresh_window().await?;
                 let batch = batch::classify(records.to_vec(), &window);
                 self.apply_isolating(&batch).await
@@ -328,7 +342,8 @@ impl Inbox {
                 ReplayOutcome::StillParked(rejection.reason, rejection.detail.clone())
             }
             _ => {
-                let done = self.apply_in(&mut tx, &batch).await?;
+                // A replay does not move positions: the record was read long ago.
+                let done = self.apply_in(&mut tx, &batch, &BTreeMap::new()).await?;
                 if done.processed == 1 {
                     ReplayOutcome::Applied
                 } else if done.duplicates == 1 {
@@ -403,9 +418,7 @@ impl Inbox {
         while let Some(part) = pending.pop() {
             match self.apply_once(part).await {
                 Ok(done) => outcome.absorb(done),
-                Err(StoreError::Rejected { sqlstate, message })
-                    if !message.contains("no partition") =>
-                {
+                Err(StoreError::Rejected { sqlstate, message }) => {
                     if part.len() == 1 {
                         let rejected = reject(&part[0], &sqlstate, &message);
                         outcome.absorb(self.apply_once(std::slice::from_ref(&rejected)).await?);
@@ -421,293 +434,199 @@ impl Inbox {
         Ok(outcome)
     }
 
-    /// One transaction for the whole batch.
+    /// The whole batch in one statement, its own transaction: one round
+    /// trip. It also moves the batch's partitions' positions.
     async fn apply_once(&self, batch: &[Classified]) -> Result<BatchOutcome, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let outcome = self.apply_in(&mut tx, batch).await?;
-        tx.commit().await?;
-        Ok(outcome)
+        let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
+        let mut connection = self.pool.acquire().await?;
+        self.apply_in(&mut connection, batch, &positions).await
     }
 
-    /// The statements of a batch, inside the caller's transaction.
+    /// The batch statement, on the given connection: its own transaction
+    /// when the connection has none open (the consumer's case: one round
+    /// trip), or part of the caller's (a replay). `positions` are the next
+    /// offsets the batch moves `inbox_position` to, per partition.
     async fn apply_in(
         &self,
-        tx: &mut sqlx::PgConnection,
+        connection: &mut sqlx::PgConnection,
         batch: &[Classified],
+        positions: &BTreeMap<PartitionKey, i64>,
     ) -> Result<BatchOutcome, StoreError> {
-        let mut outcome = BatchOutcome::default();
-        let mut parked: Vec<ParkedRow> = Vec::new();
-        let mut candidates: Vec<(&InboundRecord, &OrderPlaced)> = Vec::new();
-        let mut repeats: Vec<(&InboundRecord, &OrderPlaced)> = Vec::new();
-        for item in batch {
-            match &item.disposition {
-                Disposition::Candidate(order) => candidates.push((&item.record, order)),
-                Disposition::RepeatInBatch(order) => repeats.push((&item.record, order)),
-                Disposition::Parked(rejection) => {
-                    parked.push(ParkedRow::rejected(&item.record, rejection))
-                }
-            }
-        }
-
-        // 1. Lock and read the stock of every SKU the batch names.
-        let mut skus: Vec<&str> = candidates
+        let arrays = BatchArrays::of(batch);
+        let (position_topics, (position_partitions, next_offsets)): (
+            Vec<&str>,
+            (Vec<i32>, Vec<i64>),
+        ) = positions
             .iter()
-            .flat_map(|(_, order)| order.lines.iter().map(|l| l.sku.as_str()))
-            .collect();
-        skus.sort_unstable();
-        skus.dedup();
-        let mut available: HashMap<String, i64> = HashMap::with_capacity(skus.len());
-        if !skus.is_empty() {
-            let rows = sqlx::query(LOCK_STOCK)
-                .bind(&skus)
-                .fetch_all(&mut *tx)
-                .await?;
-            for row in rows {
-                available.insert(row.try_get("sku")?, row.try_get("available")?);
-            }
-        }
-
-        // 2. An event naming an unknown SKU is parked whole.
-        candidates.retain(|(record, order)| {
-            match order.lines.iter().find(|l| !available.contains_key(&l.sku)) {
-                None => true,
-                Some(line) => {
-                    parked.push(ParkedRow::new(
-                        record,
-                        ParkReason::UnknownSku,
-                        format!("sku {:?} is not in inventory_stock", line.sku),
-                        Some(order.message_id),
-                    ));
-                    false
-                }
-            }
-        });
-
-        // (partition, offset) of records whose id the ledger holds with
-        // another payload.
-        let mut conflicting: HashSet<(i32, i64)> = HashSet::new();
-        if !candidates.is_empty() {
-            // 3. Which order lines are already reserved (business duplicates).
-            let (orders, line_skus): (Vec<&str>, Vec<&str>) = candidates
-                .iter()
-                .flat_map(|(_, order)| {
-                    order
-                        .lines
-                        .iter()
-                        .map(|l| (order.order_id.as_str(), l.sku.as_str()))
-                })
-                .unzip();
-            let existing: HashSet<ReservationKey> = sqlx::query(EXISTING_RESERVATIONS)
-                .bind(&orders)
-                .bind(&line_skus)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|row| Ok((row.try_get("order_id")?, row.try_get("sku")?)))
-                .collect::<Result<_, sqlx::Error>>()?;
-            let orders_only: Vec<&OrderPlaced> = candidates.iter().map(|(_, o)| *o).collect();
-            let business_duplicate = allocation::business_duplicates(&orders_only, &existing);
-
-            // 4. The ledger decides what is fresh (inserted now), what is a
-            //    duplicate (not returned), and which known ids came with
-            //    another payload (returned, not inserted): id conflicts.
-            let returned: Vec<(Uuid, i64)> = sqlx::query_as(INSERT_LEDGER)
-                .bind(&self.consumer)
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(_, o)| o.event_day())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(_, o)| o.message_id)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(_, o)| o.order_id.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(r, _)| r.topic.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(r, _)| r.partition)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(candidates.iter().map(|(r, _)| r.offset).collect::<Vec<_>>())
-                .bind(
-                    business_duplicate
-                        .iter()
-                        .map(|dup| {
-                            if *dup {
-                                "business_duplicate"
-                            } else {
-                                "processed"
-                            }
-                        })
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    candidates
-                        .iter()
-                        .map(|(r, _)| r.payload_hash())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_all(&mut *tx)
-                .await?;
-            let returned: HashMap<Uuid, i64> = returned.into_iter().collect();
-            let mut fresh_ids: HashSet<Uuid> = HashSet::with_capacity(returned.len());
-            for (record, order) in &candidates {
-                match returned.get(&order.message_id) {
-                    None => continue,
-                    Some(hash) if *hash == record.payload_hash() => {
-                        fresh_ids.insert(order.message_id);
-                        continue;
-                    }
-                    Some(_) => {}
-                }
-                {
-                    conflicting.insert((record.partition, record.offset));
-                    let rejection = batch::id_conflict(order.message_id);
-                    parked.push(ParkedRow::rejected(record, &rejection));
-                }
-            }
-
-            // A repeat within the batch is checked against the ledger's
-            // fingerprint (rare: only batches holding one id twice ask).
-            let known: Vec<&(&InboundRecord, &OrderPlaced)> = repeats.iter().collect();
-            if !known.is_empty() {
-                let stored: HashMap<Uuid, i64> = sqlx::query(LEDGER_HASHES)
-                    .bind(&self.consumer)
-                    .bind(known.iter().map(|(_, o)| o.event_day()).collect::<Vec<_>>())
-                    .bind(known.iter().map(|(_, o)| o.message_id).collect::<Vec<_>>())
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .into_iter()
-                    .map(|row| Ok((row.try_get("message_id")?, row.try_get("payload_hash")?)))
-                    .collect::<Result<_, sqlx::Error>>()?;
-                for (record, order) in known {
-                    if stored
-                        .get(&order.message_id)
-                        .is_some_and(|hash| *hash != record.payload_hash())
-                    {
-                        conflicting.insert((record.partition, record.offset));
-                        let rejection = batch::id_conflict(order.message_id);
-                        parked.push(ParkedRow::rejected(record, &rejection));
-                    }
-                }
-            }
-
-            let mut fresh: Vec<&OrderPlaced> = Vec::with_capacity(fresh_ids.len());
-            for ((record, order), is_business_duplicate) in
-                candidates.iter().zip(&business_duplicate)
-            {
-                if fresh_ids.contains(&order.message_id) {
-                    fresh.push(order);
-                    outcome.processed += 1;
-                    outcome.business_duplicates += u64::from(*is_business_duplicate);
-                    outcome.fresh_event_times.push(order.occurred_at);
-                } else if !conflicting.contains(&(record.partition, record.offset)) {
-                    outcome.duplicates += 1;
-                }
-            }
-
-            // 5. First-come allocation, then the reservations and ONE
-            //    aggregated stock update.
-            let lines = allocation::allocate(&fresh, &existing, &mut available);
-            if !lines.is_empty() {
-                let inserted = sqlx::query(INSERT_RESERVATIONS)
-                    .bind(
-                        lines
-                            .iter()
-                            .map(|l| l.order_id.as_str())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(lines.iter().map(|l| l.sku.as_str()).collect::<Vec<_>>())
-                    .bind(lines.iter().map(|l| l.quantity).collect::<Vec<_>>())
-                    .bind(lines.iter().map(|l| l.status.as_str()).collect::<Vec<_>>())
-                    .bind(lines.iter().map(|l| l.message_id).collect::<Vec<_>>())
-                    .fetch_all(&mut *tx)
-                    .await?;
-                let mut reserved: Vec<(String, i64)> = Vec::with_capacity(inserted.len());
-                for row in &inserted {
-                    let status: String = row.try_get("status")?;
-                    if status == LineStatus::Reserved.as_str() {
-                        outcome.lines_reserved += 1;
-                        let quantity: i32 = row.try_get("quantity")?;
-                        reserved.push((row.try_get("sku")?, i64::from(quantity)));
-                    } else {
-                        outcome.lines_rejected += 1;
-                    }
-                }
-                let (delta_skus, delta_quantities) =
-                    allocation::stock_deltas(reserved.iter().map(|(s, q)| (s.as_str(), *q)));
-                if !delta_skus.is_empty() {
-                    sqlx::query(RESERVE_STOCK)
-                        .bind(&delta_skus)
-                        .bind(&delta_quantities)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-            }
-        }
-
-        outcome.duplicates += repeats
-            .iter()
-            .filter(|(r, _)| !conflicting.contains(&(r.partition, r.offset)))
-            .count() as u64;
-
-        // 6. Parked records, in the same transaction, in offset order.
-        if !parked.is_empty() {
-            parked.sort_by_key(|p| (p.partition, p.offset));
-            let newly: HashSet<(String, i32, i64)> = sqlx::query(INSERT_PARKED)
-                .bind(&self.consumer)
-                .bind(parked.iter().map(|p| p.topic.as_str()).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.partition).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.offset).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.message_id).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.reason.as_str()).collect::<Vec<_>>())
-                .bind(parked.iter().map(|p| p.error.as_str()).collect::<Vec<_>>())
-                .bind(
-                    parked
-                        .iter()
-                        .map(|p| p.payload.as_slice())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    parked
-                        .iter()
-                        .map(|p| p.headers_json.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .map(|row| {
-                    Ok((
-                        row.try_get("topic")?,
-                        row.try_get("kafka_partition")?,
-                        row.try_get("kafka_offset")?,
-                    ))
-                })
-                .collect::<Result<_, sqlx::Error>>()?;
-            outcome.newly_parked = parked
-                .into_iter()
-                .filter(|p| newly.contains(&(p.topic.clone(), p.partition, p.offset)))
-                .collect();
-        }
-
-        Ok(outcome)
+            .map(|((topic, partition), next)| (topic.as_str(), (*partition, *next)))
+            .unzip();
+        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
+        // sends only after the implicit transaction committed: a commit that
+        // fails is an error here, never a batch reported as applied.
+        let row = sqlx::query(APPLY_BATCH)
+            .bind(&self.consumer)
+            .bind(&arrays.topic)
+            .bind(&arrays.partition)
+            .bind(&arrays.offset)
+            .bind(&arrays.kind)
+            .bind(&arrays.event_day)
+            .bind(&arrays.message_id)
+            .bind(&arrays.order_id)
+            .bind(&arrays.payload_hash)
+            .bind(&arrays.first_ord)
+            .bind(&arrays.reason)
+            .bind(&arrays.error)
+            .bind(&arrays.payload)
+            .bind(&arrays.headers)
+            .bind(&arrays.line_record)
+            .bind(&arrays.line_sku)
+            .bind(&arrays.line_quantity)
+            .bind(&position_topics)
+            .bind(&position_partitions)
+            .bind(&next_offsets)
+            .fetch_one(connection)
+            .await?;
+        batch_outcome(batch, &row)
     }
+}
+
+/// The arrays of the batch statement (`sql/apply_batch.sql`): one element
+/// per record, in poll order, and one per order line of the candidates.
+#[derive(Default)]
+struct BatchArrays<'a> {
+    topic: Vec<&'a str>,
+    partition: Vec<i32>,
+    offset: Vec<i64>,
+    kind: Vec<&'static str>,
+    event_day: Vec<Option<NaiveDate>>,
+    message_id: Vec<Option<Uuid>>,
+    order_id: Vec<Option<&'a str>>,
+    payload_hash: Vec<Option<i64>>,
+    /// For a repeat, the ordinal of the first record with its id in this
+    /// statement; the ledger's fingerprint otherwise.
+    first_ord: Vec<Option<i32>>,
+    reason: Vec<Option<&'static str>>,
+    error: Vec<Option<&'a str>>,
+    /// Every record's payload and headers: the statement itself parks a
+    /// candidate that turns out to name an unknown SKU or reuse an id.
+    payload: Vec<Option<&'a [u8]>>,
+    headers: Vec<String>,
+    line_record: Vec<i32>,
+    line_sku: Vec<&'a str>,
+    line_quantity: Vec<i32>,
+}
+
+impl<'a> BatchArrays<'a> {
+    fn of(batch: &'a [Classified]) -> Self {
+        let mut arrays = BatchArrays::default();
+        let mut first_with_id: HashMap<Uuid, i32> = HashMap::new();
+        for (ord, item) in (1..).zip(batch) {
+            let record = &item.record;
+            arrays.topic.push(&record.topic);
+            arrays.partition.push(record.partition);
+            arrays.offset.push(record.offset);
+            arrays.payload.push(
+                record
+                    .payload
+                    .as_deref()
+                    .map(|p| &p[..p.len().min(MAX_PAYLOAD_BYTES)]),
+            );
+            arrays.headers.push(parked::headers_json(&record.headers));
+            match &item.disposition {
+                Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+                    let first = if matches!(item.disposition, Disposition::Candidate(_)) {
+                        first_with_id.insert(order.message_id, ord);
+                        for line in &order.lines {
+                            arrays.line_record.push(ord);
+                            arrays.line_sku.push(&line.sku);
+                            arrays.line_quantity.push(line.quantity);
+                        }
+                        arrays.kind.push("candidate");
+                        None
+                    } else {
+                        arrays.kind.push("repeat");
+                        first_with_id.get(&order.message_id).copied()
+                    };
+                    arrays.event_day.push(Some(order.event_day()));
+                    arrays.message_id.push(Some(order.message_id));
+                    arrays.order_id.push(Some(&order.order_id));
+                    arrays.payload_hash.push(Some(record.payload_hash()));
+                    arrays.first_ord.push(first);
+                    arrays.reason.push(None);
+                    arrays.error.push(None);
+                }
+                Disposition::Parked(rejection) => {
+                    arrays.kind.push("parked");
+                    arrays.event_day.push(None);
+                    arrays.message_id.push(rejection.message_id);
+                    arrays.order_id.push(None);
+                    arrays.payload_hash.push(None);
+                    arrays.first_ord.push(None);
+                    arrays.reason.push(Some(rejection.reason.as_str()));
+                    arrays.error.push(Some(&rejection.detail));
+                }
+            }
+        }
+        arrays
+    }
+}
+
+/// Reads the batch statement's result: fresh events by ordinal, the order
+/// lines, every parked record; the rest of the valid records are duplicates.
+fn batch_outcome(batch: &[Classified], row: &PgRow) -> Result<BatchOutcome, StoreError> {
+    let item = |ord: i64| &batch[ord as usize - 1];
+    let fresh: Vec<i64> = row.try_get("fresh")?;
+    let business_duplicates: Vec<i64> = row.try_get("business_duplicates")?;
+    let parked_ords: Vec<i64> = row.try_get("parked_ords")?;
+    let parked_reasons: Vec<String> = row.try_get("parked_reasons")?;
+    let parked_errors: Vec<String> = row.try_get("parked_errors")?;
+    let parked_newly: Vec<bool> = row.try_get("parked_newly")?;
+    let lines_reserved: i64 = row.try_get("lines_reserved")?;
+    let lines_rejected: i64 = row.try_get("lines_rejected")?;
+
+    let valid = batch
+        .iter()
+        .filter(|c| !matches!(c.disposition, Disposition::Parked(_)))
+        .count();
+    let valid_parked = parked_ords
+        .iter()
+        .filter(|ord| !matches!(item(**ord).disposition, Disposition::Parked(_)))
+        .count();
+    let mut outcome = BatchOutcome {
+        processed: fresh.len() as u64,
+        business_duplicates: business_duplicates.len() as u64,
+        duplicates: (valid - fresh.len() - valid_parked) as u64,
+        lines_reserved: lines_reserved as u64,
+        lines_rejected: lines_rejected as u64,
+        ..BatchOutcome::default()
+    };
+    for ord in fresh {
+        if let Disposition::Candidate(order) = &item(ord).disposition {
+            outcome.fresh_event_times.push(order.occurred_at);
+        }
+    }
+    for (((ord, reason), error), newly) in parked_ords
+        .into_iter()
+        .zip(parked_reasons)
+        .zip(parked_errors)
+        .zip(parked_newly)
+    {
+        if !newly {
+            continue;
+        }
+        let reason = ParkReason::from_code(&reason).ok_or_else(|| StoreError::Unexpected {
+            sqlstate: String::new(),
+            message: format!("the batch statement parked with an unknown reason {reason:?}"),
+        })?;
+        let parked = item(ord);
+        outcome.newly_parked.push(ParkedRow::new(
+            &parked.record,
+            reason,
+            error,
+            parked.message_id(),
+        ));
+    }
+    Ok(outcome)
 }
 
 /// What a replay of a parked record did.
@@ -762,17 +681,12 @@ pub struct ParkedEntry {
 
 /// The record as parked `db_rejected`, with the database's own words.
 fn reject(item: &Classified, sqlstate: &str, message: &str) -> Classified {
-    let message_id = match &item.disposition {
-        Disposition::Candidate(order) => Some(order.message_id),
-        Disposition::Parked(rejection) => rejection.message_id,
-        Disposition::RepeatInBatch(order) => Some(order.message_id),
-    };
     Classified {
         record: item.record.clone(),
         disposition: Disposition::Parked(event::Rejection {
             reason: ParkReason::DbRejected,
             detail: format!("SQLSTATE {sqlstate}: {message}"),
-            message_id,
+            message_id: item.message_id(),
         }),
     }
 }

@@ -1,0 +1,238 @@
+-- Applies one batch in ONE statement, so a batch costs one round trip to the
+-- database (SPEC §13): sent on its own, the statement is its own transaction
+-- and commits with its result; nothing of it is visible until then, and a
+-- failure anywhere rolls all of it back.
+--
+-- The steps of SPEC §1, each a set operation over the whole batch:
+--   1. lock the stock rows the batch names, in SKU order (so concurrent
+--      batches cannot deadlock on them), before anything is written;
+--   2. park every event that names an unknown SKU;
+--   3. the ledger: INSERT ... ON CONFLICT ... RETURNING message_id decides what
+--      is fresh (returned with the batch's fingerprint), a duplicate (not
+--      returned) or an id reused with another payload (returned with the
+--      stored fingerprint: a conflict, parked);
+--   4. the fresh events' new order lines: first-come allocation in batch
+--      order against the locked stock, recorded in order_reservation (one
+--      reservation per (order_id, sku): a line reserved before, or earlier in
+--      the batch, is a business duplicate and reserves nothing);
+--   5. ONE aggregated UPDATE per SKU of the stock actually reserved;
+--   6. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
+--      in the same transaction, idempotent on (consumer, topic, partition,
+--      offset);
+--   7. the partitions' next offsets in inbox_position (only forward).
+-- Every sub-statement sees the same snapshot; the later steps read the earlier
+-- ones only through RETURNING, which also fixes their order. Each writing
+-- step first waits for the lock step (CROSS JOIN of its count), and the
+-- position, which two members may share during a rebalance, is written last.
+--
+-- Parameters, one array element per record of the batch, in poll order:
+--   $2 topic, $3 partition, $4 offset,
+--   $5 kind: 'candidate' (valid, in the window, first time in the batch),
+--            'repeat' (its message id came earlier in the batch), 'parked'
+--            (invalid: $11 reason, $12 error);
+--   $6 event_day, $7 message_id, $8 order_id, $9 payload fingerprint,
+--   $10 for a repeat, the ordinal of the first record with its id when that
+--       record is in this statement (else null),
+--   $13 payload (bounded), $14 headers (JSON, secrets redacted);
+-- one element per order line of the candidates: $15 ordinal of its record,
+-- $16 sku, $17 quantity; one per partition: $18 topic, $19 partition, $20 next
+-- offset. $1 is the ledger's consumer.
+WITH record AS MATERIALIZED (
+    SELECT *
+    FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
+                $8::text[], $9::bigint[], $10::int[], $11::text[], $12::text[], $13::bytea[],
+                $14::text[])
+         WITH ORDINALITY
+         AS r(topic, kafka_partition, kafka_offset, kind, event_day, message_id, order_id,
+              payload_hash, first_ord, reason, error, payload, headers, ord)
+),
+line AS MATERIALIZED (
+    SELECT l.ord AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, r.message_id
+    FROM UNNEST($15::int[], $16::text[], $17::int[]) WITH ORDINALITY
+         AS l(record_ord, sku, quantity, ord)
+    JOIN record r ON r.ord = l.record_ord
+),
+-- 1.
+stock AS MATERIALIZED (
+    SELECT s.sku, s.on_hand - s.reserved AS available
+    FROM inventory_stock s
+    WHERE s.sku = ANY ($16::text[])
+    ORDER BY s.sku
+    FOR UPDATE
+),
+locked AS MATERIALIZED (
+    SELECT count(*) AS skus FROM stock
+),
+-- 2.
+unknown_sku AS MATERIALIZED (
+    SELECT DISTINCT ON (l.record_ord) l.record_ord, l.sku
+    FROM line l
+    WHERE NOT EXISTS (SELECT FROM stock s WHERE s.sku = l.sku)
+    ORDER BY l.record_ord, l.line_ord
+),
+-- The lines of the events that go to the ledger: `known` when the order line
+-- has a reservation already, `claimed` when an earlier event of the batch
+-- names it.
+accepted_line AS MATERIALIZED (
+    SELECT l.*,
+           EXISTS (SELECT FROM order_reservation o
+                   WHERE o.order_id = l.order_id AND o.sku = l.sku) AS known,
+           row_number() OVER (PARTITION BY l.order_id, l.sku ORDER BY l.line_ord) > 1 AS claimed
+    FROM line l
+    WHERE l.record_ord NOT IN (SELECT record_ord FROM unknown_sku)
+),
+event AS MATERIALIZED (
+    SELECT r.*, a.business_duplicate
+    FROM (SELECT record_ord, bool_and(known OR claimed) AS business_duplicate
+          FROM accepted_line
+          GROUP BY record_ord) AS a
+    JOIN record r ON r.ord = a.record_ord
+),
+-- 3.
+ledger AS (
+    INSERT INTO processed_inbox AS l (event_day, consumer, message_id, event_type, aggregate_id,
+                                      topic, kafka_partition, kafka_offset, status, payload_hash,
+                                      processed_at)
+    SELECT e.event_day, $1, e.message_id, 'OrderPlaced', e.order_id,
+           e.topic, e.kafka_partition, e.kafka_offset,
+           CASE WHEN e.business_duplicate THEN 'business_duplicate' ELSE 'processed' END,
+           e.payload_hash, clock_timestamp()
+    FROM event e CROSS JOIN locked
+    ON CONFLICT (event_day, consumer, message_id) DO UPDATE
+        -- A no-op that only makes a conflicting row visible to RETURNING.
+        SET payload_hash = l.payload_hash
+        WHERE l.payload_hash <> EXCLUDED.payload_hash
+    RETURNING l.message_id, l.payload_hash
+),
+outcome AS MATERIALIZED (
+    SELECT e.ord, e.business_duplicate,
+           CASE WHEN n.message_id IS NULL THEN 'duplicate'
+                WHEN n.payload_hash = e.payload_hash THEN 'fresh'
+                ELSE 'conflict' END AS outcome
+    FROM event e
+    LEFT JOIN ledger n ON n.message_id = e.message_id
+),
+-- A repeat within the batch is a conflict when its payload differs from the
+-- one the ledger holds for its id: the one stored or inserted now by the
+-- first record with that id, or, when that record is not in this statement
+-- (an earlier part of a split batch), the committed ledger row.
+repeat_outcome AS MATERIALIZED (
+    SELECT r.ord,
+           CASE WHEN coalesce(
+                         (SELECT n.payload_hash FROM ledger n WHERE n.message_id = r.message_id),
+                         (SELECT e.payload_hash FROM event e WHERE e.ord = r.first_ord),
+                         (SELECT p.payload_hash FROM processed_inbox p
+                          WHERE p.event_day = r.event_day AND p.consumer = $1
+                            AND p.message_id = r.message_id),
+                         r.payload_hash) <> r.payload_hash
+                THEN 'conflict' ELSE 'duplicate' END AS outcome
+    FROM record r
+    WHERE r.kind = 'repeat'
+),
+-- 4. The fresh events' lines not reserved before nor earlier in the batch.
+new_line AS MATERIALIZED (
+    SELECT *
+    FROM (SELECT a.*,
+                 row_number() OVER (PARTITION BY a.order_id, a.sku ORDER BY a.line_ord) AS nth
+          FROM accepted_line a
+          JOIN outcome o ON o.ord = a.record_ord
+          WHERE o.outcome = 'fresh' AND NOT a.known) AS fresh_line
+    WHERE nth = 1
+),
+allocated AS MATERIALIZED (
+    SELECT f.line_ord, f.fits
+    FROM (SELECT array_agg(n.line_ord ORDER BY n.line_ord) AS line_ords,
+                 CASE WHEN sum(n.quantity) <= s.available
+                      THEN array_fill(true, ARRAY[count(*)::int])
+                      ELSE inbox_first_come(s.available,
+                                            array_agg(n.quantity ORDER BY n.line_ord))
+                 END AS fits
+          FROM new_line n
+          JOIN stock s ON s.sku = n.sku
+          GROUP BY n.sku, s.available) AS per_sku
+    CROSS JOIN LATERAL UNNEST(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
+),
+reservation AS (
+    INSERT INTO order_reservation (order_id, sku, quantity, status, message_id)
+    SELECT n.order_id, n.sku, n.quantity,
+           CASE WHEN a.fits THEN 'reserved' ELSE 'rejected' END, n.message_id
+    FROM new_line n
+    JOIN allocated a ON a.line_ord = n.line_ord
+    ON CONFLICT DO NOTHING
+    RETURNING sku, quantity, status
+),
+-- 5. Only the lines inserted now move stock.
+stock_update AS (
+    UPDATE inventory_stock AS s
+    SET reserved = s.reserved + d.quantity,
+        updated_at = now()
+    FROM (SELECT sku, sum(quantity) AS quantity
+          FROM reservation
+          WHERE status = 'reserved'
+          GROUP BY sku) AS d(sku, quantity)
+    WHERE s.sku = d.sku
+    RETURNING s.sku
+),
+-- 6.
+to_park AS MATERIALIZED (
+    SELECT r.ord, r.reason, r.error
+    FROM record r
+    WHERE r.kind = 'parked'
+    UNION ALL
+    SELECT u.record_ord, 'unknown_sku', format('sku "%s" is not in inventory_stock', u.sku)
+    FROM unknown_sku u
+    UNION ALL
+    SELECT c.ord, 'event_id_conflict',
+           format('message id %s was seen with a different payload', r.message_id)
+    FROM (SELECT ord FROM outcome WHERE outcome = 'conflict'
+          UNION ALL
+          SELECT ord FROM repeat_outcome WHERE outcome = 'conflict') AS c
+    JOIN record r ON r.ord = c.ord
+),
+parked AS (
+    INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
+                              reason, error, payload, headers)
+    SELECT $1, r.topic, r.kafka_partition, r.kafka_offset, r.message_id,
+           p.reason, p.error, r.payload, r.headers::jsonb
+    FROM to_park p
+    JOIN record r ON r.ord = p.ord
+    CROSS JOIN locked
+    ON CONFLICT DO NOTHING
+    RETURNING topic, kafka_partition, kafka_offset
+),
+-- 7.
+next_position AS (
+    INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset)
+    SELECT $1, n.topic, n.kafka_partition, n.next_offset
+    FROM UNNEST($18::text[], $19::int[], $20::bigint[]) AS n(topic, kafka_partition, next_offset)
+    CROSS JOIN (SELECT count(*) FROM stock_update) AS stock_done
+    CROSS JOIN (SELECT count(*) FROM parked) AS parked_done
+    ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
+        SET next_offset = EXCLUDED.next_offset,
+            updated_at = now()
+        WHERE p.next_offset < EXCLUDED.next_offset
+    RETURNING 1
+)
+-- What the batch did: the ordinals of the fresh events (and of the business
+-- duplicates among them), the order lines reserved and rejected, and every
+-- parked record with its reason and whether it was parked now (not by an
+-- earlier delivery). Everything else is a duplicate.
+SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM outcome
+        WHERE outcome = 'fresh') AS fresh,
+       (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM outcome
+        WHERE outcome = 'fresh' AND business_duplicate) AS business_duplicates,
+       (SELECT count(*) FROM reservation WHERE status = 'reserved') AS lines_reserved,
+       (SELECT count(*) FROM reservation WHERE status = 'rejected') AS lines_rejected,
+       coalesce(p.ords, '{}') AS parked_ords,
+       coalesce(p.reasons, '{}') AS parked_reasons,
+       coalesce(p.errors, '{}') AS parked_errors,
+       coalesce(p.newly, '{}') AS parked_newly,
+       (SELECT count(*) FROM next_position) AS positions_moved
+FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
+             array_agg(t.reason ORDER BY t.ord) AS reasons,
+             array_agg(t.error ORDER BY t.ord) AS errors,
+             array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly
+      FROM to_park t
+      JOIN record r ON r.ord = t.ord
+      LEFT JOIN parked n ON (n.topic, n.kafka_partition, n.kafka_offset)
+                          = (r.topic, r.kafka_partition, r.kafka_offset)) AS p
