@@ -8,7 +8,7 @@
 //! librdkafka releases them (cooperative-sticky assignment), and forgets
 //! them, so a partition's new owner starts exactly where the database is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -73,8 +73,15 @@ impl KafkaSettings {
 /// Offsets whose batches are committed in the database, per partition: the
 /// next offset to consume. Shared by the pipeline (which raises them after
 /// each DB commit) and the rebalance callback (which commits them on revoke).
+///
+/// Only partitions this member owns are tracked: a batch of a partition
+/// revoked while other lanes were still applying is committed in the
+/// database (the ledger and the position guard it), but its offset is never
+/// sent to Kafka afterwards, where it would overwrite the new owner's.
 #[derive(Debug, Default)]
 pub struct CommittedOffsets {
+    /// The partitions assigned to this member now.
+    assigned: Mutex<BTreeSet<PartitionKey>>,
     next: Mutex<BTreeMap<PartitionKey, i64>>,
     /// What Kafka confirmed it holds, per partition. A commit can fail (the
     /// group rebalancing, the coordinator moving) with no later batch on
@@ -87,12 +94,29 @@ pub struct CommittedOffsets {
 }
 
 impl CommittedOffsets {
-    /// Records offsets after a DB commit; never moves an offset backwards.
-    pub fn advance(&self, offsets: &BTreeMap<PartitionKey, i64>) {
+    /// Records offsets after a DB commit, for the partitions still
+    /// assigned; never moves an offset backwards. Returns the offsets to
+    /// commit: those of the partitions still owned.
+    pub fn advance(&self, offsets: &BTreeMap<PartitionKey, i64>) -> BTreeMap<PartitionKey, i64> {
+        let assigned = self.assigned.lock().expect("assigned lock");
         let mut next = self.next.lock().expect("offsets lock");
+        let mut owned = BTreeMap::new();
         for (key, offset) in offsets {
+            if !assigned.contains(key) {
+                continue;
+            }
             let entry = next.entry(key.clone()).or_insert(*offset);
             *entry = (*entry).max(*offset);
+            owned.insert(key.clone(), *offset);
+        }
+        owned
+    }
+
+    /// Partitions newly assigned to this member.
+    pub fn assign(&self, partitions: &TopicPartitionList) {
+        let mut assigned = self.assigned.lock().expect("assigned lock");
+        for element in partitions.elements() {
+            assigned.insert((element.topic().to_owned(), element.partition()));
         }
     }
 
@@ -128,14 +152,17 @@ impl CommittedOffsets {
         std::mem::take(&mut *self.revoked.lock().expect("revoked lock"))
     }
 
-    /// Removes and returns the offsets of the revoked partitions.
+    /// Forgets the revoked partitions, and returns their offsets (to commit
+    /// before they are released).
     fn release(&self, revoked: &TopicPartitionList) -> TopicPartitionList {
+        let mut assigned = self.assigned.lock().expect("assigned lock");
         let mut next = self.next.lock().expect("offsets lock");
         let mut confirmed = self.confirmed.lock().expect("confirmed lock");
         let mut released = BTreeMap::new();
         let mut gone = self.revoked.lock().expect("revoked lock");
         for element in revoked.elements() {
             let key = (element.topic().to_owned(), element.partition());
+            assigned.remove(&key);
             if let Some(offset) = next.remove(&key) {
                 released.insert(key.clone(), offset);
             }
@@ -206,11 +233,20 @@ impl ConsumerContext for InboxContext {
                         tracing::warn!(%error, "offset commit on revoke failed; the new owner rereads (duplicates are ignored)");
                     }
                 }
-                tracing::info!(partitions = partitions.count(), "partitions revoked");
+                tracing::info!(
+                    count = partitions.count(),
+                    partitions = %partition_numbers(partitions),
+                    "partitions revoked"
+                );
             }
             Rebalance::Assign(partitions) => {
                 self.metrics.rebalances.with_label_values(&["assign"]).inc();
-                tracing::info!(partitions = partitions.count(), "partitions assigned");
+                self.offsets.assign(partitions);
+                tracing::info!(
+                    count = partitions.count(),
+                    partitions = %partition_numbers(partitions),
+                    "partitions assigned"
+                );
             }
             Rebalance::Error(error) => tracing::warn!(%error, "rebalance error"),
         }
@@ -229,13 +265,55 @@ impl ConsumerContext for InboxContext {
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         match result {
-            Ok(()) => self.offsets.confirm(offsets),
+            Ok(()) => {
+                tracing::debug!(partitions = offsets.count(), "offset commit confirmed");
+                self.offsets.confirm(offsets)
+            }
             Err(error) => {
                 self.metrics.offset_commit_failures.inc();
                 tracing::warn!(%error, "offset commit failed; it is sent again");
             }
         }
     }
+}
+
+/// Sends an offset commit without waiting for it. Its result comes back as
+/// an event on the consumer's own queue, which `recv` serves, and so reaches
+/// [`InboxContext::commit_callback`]: what Kafka refused is counted, and
+/// what it confirmed is not sent again. (`Consumer::commit` in async mode
+/// gives librdkafka no queue to answer on, and its result is lost:
+/// rust-rdkafka issue #856.)
+pub fn commit_async<C: ConsumerContext>(
+    consumer: &impl Consumer<C>,
+    offsets: &TopicPartitionList,
+) -> KafkaResult<()> {
+    use rdkafka::bindings as rdsys;
+    let client = consumer.client().native_ptr();
+    // SAFETY: `client` and `offsets` are live for the whole call; librdkafka
+    // copies the list, and takes its own reference on the queue for the
+    // reply, so the handle obtained here is released right after.
+    let error = unsafe {
+        let queue = rdsys::rd_kafka_queue_get_consumer(client);
+        let error =
+            rdsys::rd_kafka_commit_queue(client, offsets.ptr(), queue, None, std::ptr::null_mut());
+        rdsys::rd_kafka_queue_destroy(queue);
+        error
+    };
+    if error == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(rdkafka::error::KafkaError::ConsumerCommit(error.into()))
+    }
+}
+
+/// The partition numbers of a list, for logs: `0,5,7`.
+fn partition_numbers(partitions: &TopicPartitionList) -> String {
+    let numbers: Vec<String> = partitions
+        .elements()
+        .iter()
+        .map(|e| e.partition().to_string())
+        .collect();
+    numbers.join(",")
 }
 
 /// The topic's `retention.ms` as the broker reports it; `None` for
@@ -385,9 +463,19 @@ mod tests {
             .collect()
     }
 
+    fn assigned(partitions: &[i32]) -> CommittedOffsets {
+        let tracked = CommittedOffsets::default();
+        let mut list = TopicPartitionList::new();
+        for partition in partitions {
+            list.add_partition("orders", *partition);
+        }
+        tracked.assign(&list);
+        tracked
+    }
+
     #[test]
     fn an_offset_stays_unconfirmed_until_kafka_confirms_it_or_a_higher_one() {
-        let tracked = CommittedOffsets::default();
+        let tracked = assigned(&[0, 1]);
         tracked.advance(&BTreeMap::from([(key(0), 10), (key(1), 20)]));
         assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 10), (1, 20)]);
 
@@ -409,7 +497,7 @@ mod tests {
 
     #[test]
     fn a_revoked_partition_is_not_committed_again() {
-        let tracked = CommittedOffsets::default();
+        let tracked = assigned(&[0, 1]);
         tracked.advance(&BTreeMap::from([(key(0), 10), (key(1), 20)]));
         let mut revoked = TopicPartitionList::new();
         revoked.add_partition("orders", 1);
@@ -417,5 +505,11 @@ mod tests {
         assert_eq!(offsets(&released), vec![(1, 20)]);
         assert_eq!(offsets(&tracked.unconfirmed()), vec![(0, 10)]);
         assert_eq!(tracked.take_revoked(), vec![key(1)]);
+
+        // A lane that applied a batch of partition 1 before the revoke
+        // finishes after it: the offset is not tracked, nor to be committed.
+        let owned = tracked.advance(&BTreeMap::from([(key(0), 12), (key(1), 25)]));
+        assert_eq!(owned, BTreeMap::from([(key(0), 12)]));
+        assert_eq!(offsets(&tracked.all()), vec![(0, 12)]);
     }
 }

@@ -141,15 +141,16 @@ impl Pipeline {
             if records.is_empty() {
                 continue;
             }
-            let committed = batch::next_offsets(&records);
-            self.offsets.advance(&committed);
+            // Partitions revoked while the round was applied are left out:
+            // their new owner commits them.
+            let committed = self.offsets.advance(&batch::next_offsets(&records));
             self.record_outcome(&outcome);
             if let Some(dlq) = &self.dlq {
                 publish_parked(dlq, &records, &outcome);
             }
             failpoint.abort_after_db_commit();
             // A dropped commit is sent again with the unconfirmed ones.
-            if !failpoint.drop_offset_commit() {
+            if !committed.is_empty() && !failpoint.drop_offset_commit() {
                 self.commit_async(&kafka::to_list(committed.iter()));
             }
             if *shutdown.borrow() {
@@ -180,7 +181,7 @@ impl Pipeline {
     /// Sends an offset commit; its outcome reaches the commit callback,
     /// and what Kafka does not confirm is sent again.
     fn commit_async(&self, offsets: &rdkafka::TopicPartitionList) {
-        if let Err(error) = self.consumer.commit(offsets, CommitMode::Async) {
+        if let Err(error) = kafka::commit_async(&*self.consumer, offsets) {
             self.metrics.offset_commit_failures.inc();
             tracing::warn!(%error, "offset commit not sent; it is sent again");
         }

@@ -33,5 +33,23 @@ async fn a_lost_offset_commit_is_sent_again_without_new_records() {
         consumer.log_text()
     );
     assert_eq!(db.reserved("SKU-1").await, 5, "each event applied once");
+
+    // Kafka's confirmation of the commit sent again reaches the consumer,
+    // which then stops sending it: one more commit, not one every second.
+    wait_until(
+        Duration::from_secs(30),
+        "the offset commit sent again is confirmed",
+        || async { consumer.log_text().contains("offset commit confirmed") },
+    )
+    .await;
+    let resends = |log: String| log.matches("not confirmed again").count();
+    let before = resends(consumer.log_text());
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        resends(consumer.log_text()),
+        before,
+        "a confirmed offset commit is not sent again; log:\n{}",
+        consumer.log_text()
+    );
     consumer.stop().await;
 }
