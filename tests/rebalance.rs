@@ -163,8 +163,8 @@ fn revoked_partitions(log: &str) -> Vec<i32> {
 async fn partitions_revoked_while_other_lanes_apply_are_not_committed_afterwards() {
     const PARTITIONS: i32 = 12;
     const PER_PARTITION: i64 = 20;
-    /// Even partitions order the locked SKU, odd ones a free one, so that
-    /// whichever half is handed over holds partitions of both kinds.
+    // Even partitions order the locked SKU, odd ones a free one, so that
+    // whichever half is handed over holds partitions of both kinds.
     let hot = |partition: i32| partition % 2 == 0;
     const HOT_PARTITIONS: i32 = 6;
     let topic = fresh_topic(PARTITIONS).await;
