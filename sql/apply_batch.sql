@@ -35,21 +35,22 @@
 --       record is in this statement (else null),
 --   $13 payload (bounded), $14 headers (JSON, secrets redacted);
 -- one element per order line of the candidates: $15 ordinal of its record,
--- $16 sku, $17 quantity; one per partition: $18 topic, $19 partition, $20 next
+-- $16 sku, $17 quantity, $18 whether another candidate names the same
+-- (order_id, sku); one per partition: $19 topic, $20 partition, $21 next
 -- offset. $1 is the ledger's consumer.
 WITH record AS MATERIALIZED (
     SELECT *
     FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
-                $8::text[], $9::bigint[], $10::int[], $11::text[], $12::text[], $13::bytea[],
-                $14::text[])
+                $8::text[], $9::bigint[], $10::int[])
          WITH ORDINALITY
          AS r(topic, kafka_partition, kafka_offset, kind, event_day, message_id, order_id,
-              payload_hash, first_ord, reason, error, payload, headers, ord)
+              payload_hash, first_ord, ord)
 ),
 line AS MATERIALIZED (
-    SELECT l.ord AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, r.message_id
-    FROM UNNEST($15::int[], $16::text[], $17::int[]) WITH ORDINALITY
-         AS l(record_ord, sku, quantity, ord)
+    SELECT l.ord AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, l.shared,
+           r.message_id
+    FROM UNNEST($15::int[], $16::text[], $17::int[], $18::boolean[]) WITH ORDINALITY
+         AS l(record_ord, sku, quantity, shared, ord)
     JOIN record r ON r.ord = l.record_ord
 ),
 -- 1.
@@ -72,12 +73,17 @@ unknown_sku AS MATERIALIZED (
 ),
 -- The lines of the events that go to the ledger: `known` when the order line
 -- has a reservation already, `claimed` when an earlier event of the batch
--- names it.
+-- that goes to the ledger names it too. Only lines `shared` with another
+-- event of the batch (two events of one order: rare) are compared.
 accepted_line AS MATERIALIZED (
     SELECT l.*,
            EXISTS (SELECT FROM order_reservation o
                    WHERE o.order_id = l.order_id AND o.sku = l.sku) AS known,
-           row_number() OVER (PARTITION BY l.order_id, l.sku ORDER BY l.line_ord) > 1 AS claimed
+           l.shared AND EXISTS (SELECT FROM line e
+                                WHERE e.shared AND e.order_id = l.order_id AND e.sku = l.sku
+                                  AND e.line_ord < l.line_ord
+                                  AND e.record_ord NOT IN (SELECT record_ord FROM unknown_sku))
+               AS claimed
     FROM line l
     WHERE l.record_ord NOT IN (SELECT record_ord FROM unknown_sku)
 ),
@@ -129,35 +135,45 @@ repeat_outcome AS MATERIALIZED (
     FROM record r
     WHERE r.kind = 'repeat'
 ),
--- 4. The fresh events' lines not reserved before nor earlier in the batch.
-new_line AS MATERIALIZED (
-    SELECT *
-    FROM (SELECT a.*,
-                 row_number() OVER (PARTITION BY a.order_id, a.sku ORDER BY a.line_ord) AS nth
-          FROM accepted_line a
-          JOIN outcome o ON o.ord = a.record_ord
-          WHERE o.outcome = 'fresh' AND NOT a.known) AS fresh_line
-    WHERE nth = 1
+-- 4. The fresh events' lines not reserved before nor by an earlier fresh
+--    event of the batch.
+fresh AS MATERIALIZED (
+    SELECT ARRAY(SELECT ord FROM outcome WHERE outcome = 'fresh') AS ords
 ),
-allocated AS MATERIALIZED (
+new_line AS MATERIALIZED (
+    SELECT a.*
+    FROM accepted_line a, fresh f
+    WHERE NOT a.known
+      AND a.record_ord = ANY (f.ords)
+      AND NOT (a.shared AND EXISTS (SELECT FROM accepted_line e
+                                    WHERE e.shared AND NOT e.known
+                                      AND e.order_id = a.order_id AND e.sku = a.sku
+                                      AND e.line_ord < a.line_ord
+                                      AND e.record_ord = ANY (f.ords)))
+),
+-- Where a SKU's stock covers all of the batch's new lines (the usual case)
+-- they are all reserved; where it does not, first come, first served.
+short_sku AS MATERIALIZED (
+    SELECT s.sku, s.available
+    FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
+    JOIN stock s ON s.sku = d.sku
+    WHERE d.demand > s.available
+),
+rationed AS MATERIALIZED (
     SELECT f.line_ord, f.fits
     FROM (SELECT array_agg(n.line_ord ORDER BY n.line_ord) AS line_ords,
-                 CASE WHEN sum(n.quantity) <= s.available
-                      THEN array_fill(true, ARRAY[count(*)::int])
-                      ELSE inbox_first_come(s.available,
-                                            array_agg(n.quantity ORDER BY n.line_ord))
-                 END AS fits
+                 inbox_first_come(s.available, array_agg(n.quantity ORDER BY n.line_ord)) AS fits
           FROM new_line n
-          JOIN stock s ON s.sku = n.sku
-          GROUP BY n.sku, s.available) AS per_sku
+          JOIN short_sku s ON s.sku = n.sku
+          GROUP BY s.sku, s.available) AS per_sku
     CROSS JOIN LATERAL UNNEST(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
 ),
 reservation AS (
     INSERT INTO order_reservation (order_id, sku, quantity, status, message_id)
     SELECT n.order_id, n.sku, n.quantity,
-           CASE WHEN a.fits THEN 'reserved' ELSE 'rejected' END, n.message_id
+           CASE WHEN r.fits IS FALSE THEN 'rejected' ELSE 'reserved' END, n.message_id
     FROM new_line n
-    JOIN allocated a ON a.line_ord = n.line_ord
+    LEFT JOIN rationed r ON r.line_ord = n.line_ord
     ON CONFLICT DO NOTHING
     RETURNING sku, quantity, status
 ),
@@ -175,7 +191,7 @@ stock_update AS (
 ),
 -- 6.
 to_park AS MATERIALIZED (
-    SELECT r.ord, r.reason, r.error
+    SELECT r.ord, ($11::text[])[r.ord::int] AS reason, ($12::text[])[r.ord::int] AS error
     FROM record r
     WHERE r.kind = 'parked'
     UNION ALL
@@ -193,7 +209,7 @@ parked AS (
     INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
                               reason, error, payload, headers)
     SELECT $1, r.topic, r.kafka_partition, r.kafka_offset, r.message_id,
-           p.reason, p.error, r.payload, r.headers::jsonb
+           p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb
     FROM to_park p
     JOIN record r ON r.ord = p.ord
     CROSS JOIN locked
@@ -204,7 +220,7 @@ parked AS (
 next_position AS (
     INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset)
     SELECT $1, n.topic, n.kafka_partition, n.next_offset
-    FROM UNNEST($18::text[], $19::int[], $20::bigint[]) AS n(topic, kafka_partition, next_offset)
+    FROM UNNEST($19::text[], $20::int[], $21::bigint[]) AS n(topic, kafka_partition, next_offset)
     CROSS JOIN (SELECT count(*) FROM stock_update) AS stock_done
     CROSS JOIN (SELECT count(*) FROM parked) AS parked_done
     ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
@@ -217,8 +233,7 @@ next_position AS (
 -- duplicates among them), the order lines reserved and rejected, and every
 -- parked record with its reason and whether it was parked now (not by an
 -- earlier delivery). Everything else is a duplicate.
-SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM outcome
-        WHERE outcome = 'fresh') AS fresh,
+SELECT (SELECT ords FROM fresh) AS fresh,
        (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM outcome
         WHERE outcome = 'fresh' AND business_duplicate) AS business_duplicates,
        (SELECT count(*) FROM reservation WHERE status = 'reserved') AS lines_reserved,

@@ -481,6 +481,7 @@ impl Inbox {
             .bind(&arrays.line_record)
             .bind(&arrays.line_sku)
             .bind(&arrays.line_quantity)
+            .bind(&arrays.line_shared)
             .bind(&position_topics)
             .bind(&position_partitions)
             .bind(&next_offsets)
@@ -514,12 +515,17 @@ struct BatchArrays<'a> {
     line_record: Vec<i32>,
     line_sku: Vec<&'a str>,
     line_quantity: Vec<i32>,
+    /// Whether another candidate of the batch names the same (order_id,
+    /// sku): only those lines are compared with each other in SQL.
+    line_shared: Vec<bool>,
 }
 
 impl<'a> BatchArrays<'a> {
     fn of(batch: &'a [Classified]) -> Self {
         let mut arrays = BatchArrays::default();
         let mut first_with_id: HashMap<Uuid, i32> = HashMap::new();
+        let mut order_lines: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut line_keys: Vec<(&str, &str)> = Vec::new();
         for (ord, item) in (1..).zip(batch) {
             let record = &item.record;
             arrays.topic.push(&record.topic);
@@ -537,6 +543,9 @@ impl<'a> BatchArrays<'a> {
                     let first = if matches!(item.disposition, Disposition::Candidate(_)) {
                         first_with_id.insert(order.message_id, ord);
                         for line in &order.lines {
+                            let key = (order.order_id.as_str(), line.sku.as_str());
+                            *order_lines.entry(key).or_default() += 1;
+                            line_keys.push(key);
                             arrays.line_record.push(ord);
                             arrays.line_sku.push(&line.sku);
                             arrays.line_quantity.push(line.quantity);
@@ -567,6 +576,7 @@ impl<'a> BatchArrays<'a> {
                 }
             }
         }
+        arrays.line_shared = line_keys.iter().map(|key| order_lines[key] > 1).collect();
         arrays
     }
 }
