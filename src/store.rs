@@ -20,8 +20,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
-use sqlx::{PgPool, Row};
+use sqlx::{PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use crate::batch::{self, Classified, Disposition, InboundRecord, PartitionKey};
@@ -171,8 +172,10 @@ impl BatchOutcome {
     }
 }
 
-/// A pool of connections to the inventory database.
-pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, StoreError> {
+/// A pool of connections to the inventory database: one for each of `lanes`
+/// concurrent batches (each keeps its own, see [`Inbox`]) and one more for
+/// everything else (the window, maintenance).
+pub async fn connect(database_url: &str, lanes: u32) -> Result<PgPool, StoreError> {
     let options: PgConnectOptions = database_url.parse().map_err(|_| StoreError::Rejected {
         sqlstate: String::new(),
         message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
@@ -184,7 +187,7 @@ pub async fn connect(database_url: &str, pool_size: u32) -> Result<PgPool, Store
         .application_name("inventory-inbox")
         .options([("plan_cache_mode", "force_generic_plan")]);
     Ok(PgPoolOptions::new()
-        .max_connections(pool_size)
+        .max_connections(lanes + 1)
         .min_connections(0)
         .acquire_timeout(Duration::from_secs(2))
         // No ping before each use: it would cost a round trip per batch. A
@@ -257,6 +260,11 @@ pub struct Inbox {
     consumer: String,
     /// The dedup window and when it was read.
     window: Mutex<(DedupWindow, Option<Instant>)>,
+    /// Connections kept out of the pool between batches: sqlx checks a
+    /// connection returned to its pool with a round trip (a Sync), which
+    /// would double the cost of a batch. A batch takes one (or a new one
+    /// from the pool) and puts it back unless the database failed on it.
+    idle: Mutex<Vec<PoolConnection<Postgres>>>,
 }
 
 impl Inbox {
@@ -265,6 +273,7 @@ impl Inbox {
             pool,
             consumer,
             window: Mutex::new((DedupWindow::default(), None)),
+            idle: Mutex::new(Vec::new()),
         }
     }
 
@@ -438,8 +447,21 @@ impl Inbox {
     /// trip. It also moves the batch's partitions' positions.
     async fn apply_once(&self, batch: &[Classified]) -> Result<BatchOutcome, StoreError> {
         let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
-        let mut connection = self.pool.acquire().await?;
-        self.apply_in(&mut connection, batch, &positions).await
+        let idle = self.idle.lock().expect("idle lock").pop();
+        let mut connection = match idle {
+            Some(connection) => connection,
+            None => self.pool.acquire().await?,
+        };
+        let result = self.apply_in(&mut connection, batch, &positions).await;
+        // After a refused statement the connection is as good as before;
+        // after any other failure the pool checks it, or replaces it.
+        if matches!(
+            result,
+            Ok(_) | Err(StoreError::Rejected { .. } | StoreError::MissingPartition { .. })
+        ) {
+            self.idle.lock().expect("idle lock").push(connection);
+        }
+        result
     }
 
     /// The batch statement, on the given connection: its own transaction

@@ -8,6 +8,7 @@
 
 pub mod private_kafka;
 pub mod private_pg;
+pub mod proxy;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -1,0 +1,100 @@
+//! A TCP proxy on loopback between a client and a server that counts round
+//! trips: a round trip begins each time the client sends after the server
+//! last spoke (however many segments either side's bytes arrive in). A
+//! request/response protocol such as PostgreSQL's thus counts one per
+//! exchange, and pipelined messages sent before the answer count once.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub struct CountingProxy {
+    pub port: u16,
+    round_trips: Arc<AtomicU64>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl CountingProxy {
+    /// Listens on a free loopback port and forwards every connection to
+    /// `target`.
+    pub async fn start(target: SocketAddr) -> CountingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let counter = round_trips.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(target).await {
+                        forward(client, server, counter).await;
+                    }
+                });
+            }
+        });
+        CountingProxy {
+            port,
+            round_trips,
+            accept,
+        }
+    }
+
+    /// Round trips of every connection so far.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for CountingProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+async fn forward(client: TcpStream, server: TcpStream, round_trips: Arc<AtomicU64>) {
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // True when the server's bytes are the last that went through: the
+    // client's next bytes begin a round trip.
+    let server_spoke_last = Arc::new(AtomicBool::new(true));
+    let server_spoke = server_spoke_last.clone();
+    let upstream = async move {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match client_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if server_spoke_last.swap(false, Ordering::SeqCst) {
+                        round_trips.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if server_write.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let downstream = async move {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match server_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    // Marked before the client can see the bytes and answer.
+                    server_spoke.store(true, Ordering::SeqCst);
+                    if client_write.write_all(&buffer[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(upstream, downstream);
+}
