@@ -9,6 +9,11 @@
 # --prefill N: instead of a paced run, N events are produced while the
 # consumer is stopped (SIGSTOP), then it drains them: its max throughput.
 #
+# LOADTEST_CONSUMER_DB=HOST:PORT points the consumer (only) at another
+# address of the same PostgreSQL, e.g. a proxy adding network delay; the
+# generator seeds and reconciles directly. DB_POOL_SIZE and the other
+# settings of the consumer are taken from the environment.
+#
 # Leaves the JSON report, its SVG picture beside it and the consumer's log in
 # the report's folder; exits non-zero when reconciliation fails.
 set -euo pipefail
@@ -40,7 +45,8 @@ while (($#)); do
     esac
 done
 
-BIN="$REPO/target/release"
+# INBOX_BIN_DIR runs other builds of both binaries (an A/B comparison).
+BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
 PG=postgres://inventory:inventory@127.0.0.1:5432
 run_id="lt_$(date +%Y%m%d%H%M%S)_$$"
 metrics_port=${LOADTEST_METRICS_PORT:-9464}
@@ -52,8 +58,9 @@ psql -q "$PG/inventory" -c "CREATE DATABASE $run_id"
 DATABASE_URL="$PG/$run_id" "$BIN/inventory-inbox" migrate >/dev/null
 scripts/services.sh topic "$run_id" 12 >/dev/null
 
-DATABASE_URL="$PG/$run_id" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
-    METRICS_ADDR="127.0.0.1:$metrics_port" DLQ_TOPIC= RUST_LOG=info \
+CONSUMER_PG=postgres://inventory:inventory@${LOADTEST_CONSUMER_DB:-127.0.0.1:5432}
+DATABASE_URL="$CONSUMER_PG/$run_id" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
+    METRICS_ADDR="127.0.0.1:$metrics_port" DLQ_TOPIC= RUST_LOG=${RUST_LOG:-info} \
     "$BIN/inventory-inbox" run --strategy "$strategy" >"$log" 2>&1 &
 consumer=$!
 stop_consumer() {

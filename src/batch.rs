@@ -128,19 +128,37 @@ pub fn next_offsets<'a>(
     next
 }
 
-/// Splits a poll's records into `lanes` lanes by partition (a partition
-/// always lands in the same lane), each lane a list of batches of at most
-/// `max_records`, every partition's records kept in poll order. Empty lanes
-/// are left out.
+/// Splits a round's records into lanes applied concurrently, each a list of
+/// batches of at most `max_records`. A partition's records all go to one
+/// lane, in poll order, so its batches stay in order (rounds follow one
+/// another). A round uses only as many lanes as it has full batches, up to
+/// `lanes`: concurrent batches pay off when there is a backlog, while a
+/// small round in one transaction does not wait on the row locks of others.
+/// Partitions are spread so that the lanes carry about the same number of
+/// records.
 pub fn lanes(
     records: Vec<InboundRecord>,
     lanes: usize,
     max_records: usize,
 ) -> Vec<Vec<Vec<InboundRecord>>> {
-    let lanes = lanes.max(1);
-    let mut split: Vec<Vec<InboundRecord>> = vec![Vec::new(); lanes];
+    let max_records = max_records.max(1);
+    let used = records.len().div_ceil(max_records).clamp(1, lanes.max(1));
+    let mut by_partition: BTreeMap<PartitionKey, Vec<InboundRecord>> = BTreeMap::new();
     for record in records {
-        split[record.partition.unsigned_abs() as usize % lanes].push(record);
+        by_partition
+            .entry((record.topic.clone(), record.partition))
+            .or_default()
+            .push(record);
+    }
+    let mut partitions: Vec<Vec<InboundRecord>> = by_partition.into_values().collect();
+    partitions.sort_by_key(|records| std::cmp::Reverse(records.len()));
+    let mut split: Vec<Vec<InboundRecord>> = vec![Vec::new(); used];
+    for records in partitions {
+        let lightest = split
+            .iter_mut()
+            .min_by_key(|lane| lane.len())
+            .expect("at least one lane");
+        lightest.extend(records);
     }
     split
         .into_iter()
@@ -149,7 +167,7 @@ pub fn lanes(
             let mut batches = Vec::new();
             let mut lane = lane.into_iter().peekable();
             while lane.peek().is_some() {
-                batches.push(lane.by_ref().take(max_records.max(1)).collect());
+                batches.push(lane.by_ref().take(max_records).collect());
             }
             batches
         })
@@ -229,25 +247,40 @@ mod tests {
             .collect();
         let lanes = lanes(records, 4, 3);
         let mut seen = 0;
-        for lane in &lanes {
-            let mut partitions = std::collections::HashSet::new();
+        let mut lane_of: BTreeMap<i32, usize> = BTreeMap::new();
+        for (index, lane) in lanes.iter().enumerate() {
             let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
             for batch in lane {
                 assert!((1..=3).contains(&batch.len()));
                 for r in batch {
-                    partitions.insert(r.partition);
+                    assert_eq!(*lane_of.entry(r.partition).or_insert(index), index);
                     let previous = last_offset.insert(r.partition, r.offset);
                     assert!(previous.is_none_or(|p| p < r.offset), "in order");
                     seen += 1;
                 }
             }
-            assert!(partitions
-                .iter()
-                .all(|p| *p as usize % 4
-                    == partitions.iter().next().map(|q| *q as usize % 4).unwrap()));
         }
         assert_eq!(seen, 50);
         assert_eq!(lanes.len(), 4);
+        // 6 partitions of 8 or 9 records over 4 lanes: 2, 2, 1 and 1 partitions.
+        let sizes: Vec<usize> = lanes.iter().map(|l| l.iter().map(Vec::len).sum()).collect();
+        assert!(sizes.iter().all(|s| (8..=18).contains(s)), "{sizes:?}");
+    }
+
+    #[test]
+    fn a_round_of_less_than_a_full_batch_takes_one_lane() {
+        let records: Vec<_> = (0..30)
+            .map(|i| record(i % 12, i64::from(i), vec![]))
+            .collect();
+        let split = lanes(records.clone(), 4, 100);
+        assert_eq!(split.len(), 1);
+        assert_eq!(split[0].len(), 1);
+        assert_eq!(split[0][0].len(), 30);
+        // Two batches' worth: two lanes.
+        let records: Vec<_> = (0..150)
+            .map(|i| record(i % 12, i64::from(i), vec![]))
+            .collect();
+        assert_eq!(lanes(records, 4, 100).len(), 2);
     }
 
     #[test]

@@ -58,7 +58,12 @@ impl KafkaSettings {
             .set("auto.offset.reset", "earliest")
             .set("partition.assignment.strategy", "cooperative-sticky")
             .set("statistics.interval.ms", "5000")
-            .set("fetch.wait.max.ms", "100");
+            .set("fetch.wait.max.ms", "100")
+            // A fetch brings at most about 100 records of each partition, so
+            // a backlog reaches the consumer interleaved across partitions
+            // and a round can apply several of them concurrently (lanes),
+            // rather than one partition's megabyte at a time.
+            .set("max.partition.fetch.bytes", "32768");
         for (key, value) in &self.properties {
             config.set(key, value);
         }

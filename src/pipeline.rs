@@ -283,7 +283,9 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> (Vec<InboundRecord>, BatchOutcome) {
+        let size = records.len();
         let lanes = batch::lanes(records, self.settings.lanes, self.settings.max_records);
+        tracing::debug!(records = size, lanes = lanes.len(), "round");
         let results = futures::future::join_all(lanes.into_iter().map(|batches| async move {
             let mut applied = Vec::new();
             let mut outcome = BatchOutcome::default();

@@ -204,10 +204,12 @@ async fn partitions_revoked_while_other_lanes_apply_are_not_committed_afterwards
         .await
         .expect("lock SKU-HOT");
 
-    // One lane per partition, and a round that gathers the whole backlog:
+    // A round that gathers the whole backlog in batches of one partition each,
+    // one lane each:
     // the free partitions' batches commit while the hot ones are retried.
     let spec = ConsumerSpec::new(&db, &topic)
         .env("DB_POOL_SIZE", "12")
+        .env("BATCH_MAX_RECORDS", "20")
         .env("BATCH_LINGER_MS", "500");
     let first = spec.start();
     let free_records = i64::from(PARTITIONS - HOT_PARTITIONS) * PER_PARTITION;

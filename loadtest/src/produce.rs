@@ -132,6 +132,10 @@ impl Producer {
             .set("acks", "all")
             .set("enable.idempotence", "true")
             .set("linger.ms", "2")
+            // Record batches of the Java client's default size (librdkafka's
+            // is 1 MB): a prefilled topic then looks like one written by
+            // ordinary producers, not one partition's megabyte at a time.
+            .set("batch.size", "16384")
             // A prefill of a million events is queued locally at once.
             .set("queue.buffering.max.messages", "2000000")
             .set("message.timeout.ms", "120000")
