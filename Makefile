@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench chaos fuzz
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-network chaos fuzz
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | chaos | fuzz | fmt | lint"
+	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-network | chaos | fuzz | fmt | lint"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -51,6 +51,12 @@ demo: build services-up
 # The numbers of SPEC §11 in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
+
+# The numbers of SPEC §13: the same scenarios with toxiproxy between the
+# consumer and PostgreSQL at round trips of 0, 2, 10 and 50 ms, beside a
+# loopback run; figures to .local/bench/network.json.
+bench-network: build services-up
+	scripts/bench-network.sh
 
 # Faults under load, each reconciled: consumers killed, a rebalance storm,
 # PostgreSQL restarted, the broker killed, a replay (not part of make test:

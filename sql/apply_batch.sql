@@ -4,26 +4,29 @@
 -- failure anywhere rolls all of it back.
 --
 -- The steps of SPEC §1, each a set operation over the whole batch:
---   1. lock the stock rows the batch names, in SKU order (so concurrent
---      batches cannot deadlock on them), before anything is written;
---   2. park every event that names an unknown SKU;
---   3. the ledger: INSERT ... ON CONFLICT ... RETURNING message_id decides what
+--   1. park every event that names an unknown SKU;
+--   2. the ledger: INSERT ... ON CONFLICT ... RETURNING message_id decides what
 --      is fresh (returned with the batch's fingerprint), a duplicate (not
 --      returned) or an id reused with another payload (returned with the
 --      stored fingerprint: a conflict, parked);
---   4. the fresh events' new order lines: first-come allocation in batch
---      order against the locked stock, recorded in order_reservation (one
---      reservation per (order_id, sku): a line reserved before, or earlier in
---      the batch, is a business duplicate and reserves nothing);
+--   3. lock the stock rows of the fresh events' new order lines, in SKU
+--      order, so concurrent batches cannot deadlock on them;
+--   4. first-come allocation of those lines in batch order against the
+--      locked stock, recorded in order_reservation (one reservation per
+--      (order_id, sku): a line reserved before, or earlier in the batch, is a
+--      business duplicate and reserves nothing);
 --   5. ONE aggregated UPDATE per SKU of the stock actually reserved;
 --   6. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
 --      in the same transaction, idempotent on (consumer, topic, partition,
 --      offset);
 --   7. the partitions' next offsets in inbox_position (only forward).
 -- Every sub-statement sees the same snapshot; the later steps read the earlier
--- ones only through RETURNING, which also fixes their order. Each writing
--- step first waits for the lock step (CROSS JOIN of its count), and the
--- position, which two members may share during a rebalance, is written last.
+-- ones only through RETURNING, which also fixes their order. The stock rows,
+-- which every batch shares (hot SKUs), are locked as late as possible: after
+-- the ledger, which concurrent batches of other partitions do not share, so
+-- the locks are held only for the allocation, the two writes that depend on
+-- it and the commit. The position, which two members may share during a
+-- rebalance, is written last.
 --
 -- Parameters, one array element per record of the batch, in poll order:
 --   $2 topic, $3 partition, $4 offset,
@@ -54,21 +57,10 @@ line AS MATERIALIZED (
     JOIN record r ON r.ord = l.record_ord
 ),
 -- 1.
-stock AS MATERIALIZED (
-    SELECT s.sku, s.on_hand - s.reserved AS available
-    FROM inventory_stock s
-    WHERE s.sku = ANY ($16::text[])
-    ORDER BY s.sku
-    FOR UPDATE
-),
-locked AS MATERIALIZED (
-    SELECT count(*) AS skus FROM stock
-),
--- 2.
 unknown_sku AS MATERIALIZED (
     SELECT DISTINCT ON (l.record_ord) l.record_ord, l.sku
     FROM line l
-    WHERE NOT EXISTS (SELECT FROM stock s WHERE s.sku = l.sku)
+    WHERE NOT EXISTS (SELECT FROM inventory_stock s WHERE s.sku = l.sku)
     ORDER BY l.record_ord, l.line_ord
 ),
 -- The lines of the events that go to the ledger: `known` when the order line
@@ -94,7 +86,7 @@ event AS MATERIALIZED (
           GROUP BY record_ord) AS a
     JOIN record r ON r.ord = a.record_ord
 ),
--- 3.
+-- 2.
 ledger AS (
     INSERT INTO processed_inbox AS l (event_day, consumer, message_id, event_type, aggregate_id,
                                       topic, kafka_partition, kafka_offset, status, payload_hash,
@@ -103,7 +95,7 @@ ledger AS (
            e.topic, e.kafka_partition, e.kafka_offset,
            CASE WHEN e.business_duplicate THEN 'business_duplicate' ELSE 'processed' END,
            e.payload_hash, clock_timestamp()
-    FROM event e CROSS JOIN locked
+    FROM event e
     ON CONFLICT (event_day, consumer, message_id) DO UPDATE
         -- A no-op that only makes a conflicting row visible to RETURNING.
         SET payload_hash = l.payload_hash
@@ -135,8 +127,8 @@ repeat_outcome AS MATERIALIZED (
     FROM record r
     WHERE r.kind = 'repeat'
 ),
--- 4. The fresh events' lines not reserved before nor by an earlier fresh
---    event of the batch.
+-- The fresh events' lines not reserved before nor by an earlier fresh event
+-- of the batch.
 fresh AS MATERIALIZED (
     SELECT ARRAY(SELECT ord FROM outcome WHERE outcome = 'fresh') AS ords
 ),
@@ -151,13 +143,20 @@ new_line AS MATERIALIZED (
                                       AND e.line_ord < a.line_ord
                                       AND e.record_ord = ANY (f.ords)))
 ),
--- Where a SKU's stock covers all of the batch's new lines (the usual case)
--- they are all reserved; where it does not, first come, first served.
-short_sku AS MATERIALIZED (
-    SELECT s.sku, s.available
+-- 3. With each SKU's demand: the sum of the batch's new lines.
+stock AS MATERIALIZED (
+    SELECT s.sku, s.on_hand - s.reserved AS available, d.demand
     FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
-    JOIN stock s ON s.sku = d.sku
-    WHERE d.demand > s.available
+    JOIN inventory_stock s ON s.sku = d.sku
+    ORDER BY s.sku
+    FOR UPDATE OF s
+),
+-- 4. Where a SKU's stock covers all of the batch's new lines (the usual
+--    case) they are all reserved; where it does not, first come, first
+--    served. (A SKU deleted since step 1 has no stock: its lines are
+--    rejected.)
+short_sku AS MATERIALIZED (
+    SELECT sku, available FROM stock WHERE demand > available
 ),
 rationed AS MATERIALIZED (
     SELECT f.line_ord, f.fits
@@ -171,7 +170,9 @@ rationed AS MATERIALIZED (
 reservation AS (
     INSERT INTO order_reservation (order_id, sku, quantity, status, message_id)
     SELECT n.order_id, n.sku, n.quantity,
-           CASE WHEN r.fits IS FALSE THEN 'rejected' ELSE 'reserved' END, n.message_id
+           CASE WHEN r.fits IS FALSE OR n.sku NOT IN (SELECT sku FROM stock) THEN 'rejected'
+                ELSE 'reserved' END,
+           n.message_id
     FROM new_line n
     LEFT JOIN rationed r ON r.line_ord = n.line_ord
     ON CONFLICT DO NOTHING
@@ -212,7 +213,6 @@ parked AS (
            p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb
     FROM to_park p
     JOIN record r ON r.ord = p.ord
-    CROSS JOIN locked
     ON CONFLICT DO NOTHING
     RETURNING topic, kafka_partition, kafka_offset
 ),

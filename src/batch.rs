@@ -62,6 +62,16 @@ impl Classified {
             Disposition::Parked(rejection) => rejection.message_id,
         }
     }
+
+    /// The order id of a record that decoded as an event.
+    pub fn order_id(&self) -> Option<&str> {
+        match &self.disposition {
+            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+                Some(&order.order_id)
+            }
+            Disposition::Parked(_) => None,
+        }
+    }
 }
 
 /// Classifies records in poll order: decode and validate, check the dedup
@@ -128,50 +138,54 @@ pub fn next_offsets<'a>(
     next
 }
 
-/// Splits a round's records into lanes applied concurrently, each a list of
-/// batches of at most `max_records`. A partition's records all go to one
-/// lane, in poll order, so its batches stay in order (rounds follow one
-/// another). A round uses only as many lanes as it has full batches, up to
-/// `lanes`: concurrent batches pay off when there is a backlog, while a
-/// small round in one transaction does not wait on the row locks of others.
-/// Partitions are spread so that the lanes carry about the same number of
-/// records.
-pub fn lanes(
-    records: Vec<InboundRecord>,
-    lanes: usize,
-    max_records: usize,
-) -> Vec<Vec<Vec<InboundRecord>>> {
+/// A round's records split into batches applied concurrently, one per lane,
+/// and the records left for the next round.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// At most `lanes` batches of at most `max_records` each, of distinct
+    /// partitions.
+    pub batches: Vec<Vec<InboundRecord>>,
+    /// Later records of partitions that did not fit, in poll order: the next
+    /// round starts with them.
+    pub left_over: Vec<InboundRecord>,
+}
+
+/// Splits a round's records into at most `lanes` batches of at most
+/// `max_records`, applied concurrently. A partition's records go to one
+/// batch, as a prefix in poll order, the rest of them to the next round, so
+/// its batches stay in order (rounds follow one another). A round uses only
+/// as many lanes as it has full batches: concurrent batches pay off when
+/// there is a backlog, while a small round in one transaction does not wait
+/// on the row locks of others. The largest partitions are placed first,
+/// each in the batch with the most room.
+pub fn round(records: Vec<InboundRecord>, lanes: usize, max_records: usize) -> Round {
     let max_records = max_records.max(1);
     let used = records.len().div_ceil(max_records).clamp(1, lanes.max(1));
-    let mut by_partition: BTreeMap<PartitionKey, Vec<InboundRecord>> = BTreeMap::new();
-    for record in records {
+    let mut by_partition: BTreeMap<PartitionKey, Vec<(usize, InboundRecord)>> = BTreeMap::new();
+    for (index, record) in records.into_iter().enumerate() {
         by_partition
             .entry((record.topic.clone(), record.partition))
             .or_default()
-            .push(record);
+            .push((index, record));
     }
-    let mut partitions: Vec<Vec<InboundRecord>> = by_partition.into_values().collect();
+    let mut partitions: Vec<Vec<(usize, InboundRecord)>> = by_partition.into_values().collect();
     partitions.sort_by_key(|records| std::cmp::Reverse(records.len()));
-    let mut split: Vec<Vec<InboundRecord>> = vec![Vec::new(); used];
-    for records in partitions {
-        let lightest = split
+    let mut batches: Vec<Vec<InboundRecord>> = vec![Vec::new(); used];
+    let mut left_over: Vec<(usize, InboundRecord)> = Vec::new();
+    for mut records in partitions {
+        let roomiest = batches
             .iter_mut()
-            .min_by_key(|lane| lane.len())
+            .min_by_key(|batch| batch.len())
             .expect("at least one lane");
-        lightest.extend(records);
+        let fits = records.len().min(max_records - roomiest.len());
+        left_over.extend(records.split_off(fits));
+        roomiest.extend(records.into_iter().map(|(_, record)| record));
     }
-    split
-        .into_iter()
-        .filter(|lane| !lane.is_empty())
-        .map(|lane| {
-            let mut batches = Vec::new();
-            let mut lane = lane.into_iter().peekable();
-            while lane.peek().is_some() {
-                batches.push(lane.by_ref().take(max_records).collect());
-            }
-            batches
-        })
-        .collect()
+    left_over.sort_by_key(|(index, _)| *index);
+    Round {
+        batches: batches.into_iter().filter(|b| !b.is_empty()).collect(),
+        left_over: left_over.into_iter().map(|(_, record)| record).collect(),
+    }
 }
 
 #[cfg(test)]
@@ -241,30 +255,36 @@ mod tests {
     }
 
     #[test]
-    fn lanes_keep_each_partition_in_one_lane_in_order_and_batches_bounded() {
+    fn a_round_keeps_each_partition_in_one_batch_and_leaves_the_rest_in_order() {
         let records: Vec<_> = (0..50)
             .map(|i| record(i % 6, i64::from(i), vec![]))
             .collect();
-        let lanes = lanes(records, 4, 3);
-        let mut seen = 0;
-        let mut lane_of: BTreeMap<i32, usize> = BTreeMap::new();
-        for (index, lane) in lanes.iter().enumerate() {
-            let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
-            for batch in lane {
-                assert!((1..=3).contains(&batch.len()));
-                for r in batch {
-                    assert_eq!(*lane_of.entry(r.partition).or_insert(index), index);
-                    let previous = last_offset.insert(r.partition, r.offset);
-                    assert!(previous.is_none_or(|p| p < r.offset), "in order");
-                    seen += 1;
-                }
+        let split = round(records.clone(), 4, 10);
+        assert_eq!(split.batches.len(), 4);
+        let mut batch_of: BTreeMap<i32, usize> = BTreeMap::new();
+        let mut taken: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for (index, batch) in split.batches.iter().enumerate() {
+            assert!((1..=10).contains(&batch.len()));
+            for r in batch {
+                assert_eq!(*batch_of.entry(r.partition).or_insert(index), index);
+                taken.entry(r.partition).or_default().push(r.offset);
             }
         }
-        assert_eq!(seen, 50);
-        assert_eq!(lanes.len(), 4);
-        // 6 partitions of 8 or 9 records over 4 lanes: 2, 2, 1 and 1 partitions.
-        let sizes: Vec<usize> = lanes.iter().map(|l| l.iter().map(Vec::len).sum()).collect();
-        assert!(sizes.iter().all(|s| (8..=18).contains(s)), "{sizes:?}");
+        // Each partition: a prefix in this round, the rest left over, in
+        // poll order, nothing lost.
+        for (partition, offsets) in &taken {
+            let all: Vec<i64> = records
+                .iter()
+                .filter(|r| r.partition == *partition)
+                .map(|r| r.offset)
+                .collect();
+            assert_eq!(offsets[..], all[..offsets.len()]);
+        }
+        let left: Vec<i64> = split.left_over.iter().map(|r| r.offset).collect();
+        assert!(left.windows(2).all(|w| w[0] < w[1]), "poll order");
+        let placed: usize = split.batches.iter().map(Vec::len).sum();
+        assert_eq!(placed + split.left_over.len(), 50);
+        assert!(placed >= 38, "the lanes are filled: {placed}");
     }
 
     #[test]
@@ -272,15 +292,17 @@ mod tests {
         let records: Vec<_> = (0..30)
             .map(|i| record(i % 12, i64::from(i), vec![]))
             .collect();
-        let split = lanes(records.clone(), 4, 100);
-        assert_eq!(split.len(), 1);
-        assert_eq!(split[0].len(), 1);
-        assert_eq!(split[0][0].len(), 30);
-        // Two batches' worth: two lanes.
+        let split = round(records, 4, 100);
+        assert_eq!(split.batches.len(), 1);
+        assert_eq!(split.batches[0].len(), 30);
+        assert!(split.left_over.is_empty());
+        // 150 records of 12 partitions: two batches of 75, nothing left.
         let records: Vec<_> = (0..150)
             .map(|i| record(i % 12, i64::from(i), vec![]))
             .collect();
-        assert_eq!(lanes(records, 4, 100).len(), 2);
+        let split = round(records, 4, 100);
+        assert_eq!(split.batches.len(), 2);
+        assert!(split.left_over.is_empty());
     }
 
     #[test]

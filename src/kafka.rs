@@ -405,7 +405,8 @@ impl Dlq {
     pub fn publish(&self, parked: &[(ParkedRow, &InboundRecord)]) {
         for (row, record) in parked {
             let mut headers = OwnedHeaders::new();
-            for header in &record.headers {
+            // Secrets are redacted in the copy as in the parked row.
+            for header in &crate::parked::redacted(&record.headers) {
                 headers = headers.insert(KafkaHeader {
                     key: &header.key,
                     value: header.value.as_deref(),

@@ -216,10 +216,13 @@ impl Pipeline {
         // during the previous batch: they have lingered enough. Such a round
         // takes what is there and goes, so under load a batch follows the
         // last one at once, as large as the traffic of one transaction.
+        // Records carried over (left by the last round, or polled while it
+        // was retried) do not count: a round that starts with them still
+        // gathers what Kafka brings within the linger, rather than going
+        // with a few records.
         let mut behind = false;
         while records.len() < capacity {
             let polled = if let Some(record) = carry.pop_front() {
-                behind |= deadline.is_none();
                 Ok(record)
             } else {
                 let message = match self.consumer.recv().now_or_never() {
@@ -271,11 +274,11 @@ impl Pipeline {
         }
     }
 
-    /// Applies a round of records: split into lanes by partition, the lanes'
-    /// batches (each at most `max_records`) run concurrently, one transaction
-    /// each, while a lane's batches run in order. A lane stops at its first
-    /// failure; what remains is then retried batch by batch, in order, with
-    /// the partitions paused. Returns the records applied and the outcome.
+    /// Applies a round of records: at most one batch per lane, of distinct
+    /// partitions, run concurrently, one transaction each (what does not fit
+    /// goes back to the front of `carry` for the next round). A batch that
+    /// fails is then retried, in order, with the partitions paused. Returns
+    /// the records applied and the outcome.
     async fn apply_round(
         &self,
         records: Vec<InboundRecord>,
@@ -283,37 +286,32 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> (Vec<InboundRecord>, BatchOutcome) {
-        let size = records.len();
-        let lanes = batch::lanes(records, self.settings.lanes, self.settings.max_records);
-        tracing::debug!(records = size, lanes = lanes.len(), "round");
-        let results = futures::future::join_all(lanes.into_iter().map(|batches| async move {
-            let mut applied = Vec::new();
-            let mut outcome = BatchOutcome::default();
-            let mut batches = batches.into_iter();
-            while let Some(batch) = batches.next() {
+        let round = batch::round(records, self.settings.lanes, self.settings.max_records);
+        for record in round.left_over.into_iter().rev() {
+            carry.push_front(record);
+        }
+        tracing::debug!(lanes = round.batches.len(), "round");
+        let results =
+            futures::future::join_all(round.batches.into_iter().map(|batch| async move {
                 match self.inbox.apply(&batch).await {
                     Ok(done) => {
                         self.observe_batch(batch.len(), started);
-                        outcome.absorb(done);
-                        applied.extend(batch);
+                        (batch, done, None)
                     }
                     Err(error) => {
                         tracing::warn!(%error, "batch rolled back; retrying");
-                        let remaining: Vec<_> = std::iter::once(batch).chain(batches).collect();
-                        return (applied, outcome, remaining);
+                        (Vec::new(), BatchOutcome::default(), Some(batch))
                     }
                 }
-            }
-            (applied, outcome, Vec::new())
-        }))
-        .await;
+            }))
+            .await;
         let mut applied = Vec::new();
         let mut outcome = BatchOutcome::default();
         let mut remaining = Vec::new();
-        for (lane_applied, lane_outcome, lane_remaining) in results {
+        for (lane_applied, lane_outcome, failed) in results {
             applied.extend(lane_applied);
             outcome.absorb(lane_outcome);
-            remaining.extend(lane_remaining);
+            remaining.extend(failed);
         }
         // Partitions revoked while retrying: their records in later batches
         // belong to the new owner.
@@ -498,6 +496,8 @@ impl Pipeline {
             }
             tracing::warn!(
                 message_id = row.message_id.map(|id| id.to_string()).unwrap_or_default(),
+                order_id = row.order_id.as_deref().unwrap_or_default(),
+                trace = row.trace.as_deref().unwrap_or_default(),
                 topic = %row.topic,
                 partition = row.partition,
                 offset = row.offset,

@@ -15,6 +15,7 @@
 //!   other record is applied exactly once. Transient errors are returned to
 //!   the caller, which retries the whole batch.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -529,7 +530,7 @@ struct BatchArrays<'a> {
     /// statement; the ledger's fingerprint otherwise.
     first_ord: Vec<Option<i32>>,
     reason: Vec<Option<&'static str>>,
-    error: Vec<Option<&'a str>>,
+    error: Vec<Option<Cow<'a, str>>>,
     /// Every record's payload and headers: the statement itself parks a
     /// candidate that turns out to name an unknown SKU or reuse an id.
     payload: Vec<Option<&'a [u8]>>,
@@ -594,7 +595,9 @@ impl<'a> BatchArrays<'a> {
                     arrays.payload_hash.push(None);
                     arrays.first_ord.push(None);
                     arrays.reason.push(Some(rejection.reason.as_str()));
-                    arrays.error.push(Some(&rejection.detail));
+                    arrays
+                        .error
+                        .push(Some(parked::storable_text(&rejection.detail)));
                 }
             }
         }
@@ -656,6 +659,7 @@ fn batch_outcome(batch: &[Classified], row: &PgRow) -> Result<BatchOutcome, Stor
             reason,
             error,
             parked.message_id(),
+            parked.order_id(),
         ));
     }
     Ok(outcome)
