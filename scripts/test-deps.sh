@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests need beyond the build's
 # (scripts/build-deps.sh): Debian's `prometheus` package, whose
-# /usr/bin/prometheus and /usr/bin/promtool tests/observability.rs runs.
-# Idempotent: does nothing when both binaries are present.
+# /usr/bin/prometheus and /usr/bin/promtool tests/observability.rs runs, and
+# the de_DE.UTF-8 locale, in which tests/dedup_window.rs runs a PostgreSQL
+# whose messages are German. Idempotent: does nothing when both are there.
 #
 # The tests start their own Prometheus on a free loopback port with a
 # temporary config and data directory; the Debian service is not used. Its
@@ -10,12 +11,22 @@
 # listens on :9090; one that is running anyway does no harm.
 set -euo pipefail
 
+sudo_cmd=()
+[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+
+if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf8'; then
+  if ! command -v localedef >/dev/null || [[ ! -e /usr/share/i18n/locales/de_DE ]]; then
+    echo "test-deps: installing locales"
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends locales >/dev/null
+  fi
+  echo "test-deps: generating the de_DE.UTF-8 locale"
+  "${sudo_cmd[@]}" localedef -i de_DE -f UTF-8 de_DE.UTF-8
+fi
+
 if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool ]]; then
   exit 0
 fi
-
-sudo_cmd=()
-[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
 
 # invoke-rc.d asks /usr/sbin/policy-rc.d whether a package may start its
 # service; exit code 101 means "no". Only a file we created is removed.

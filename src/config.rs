@@ -233,6 +233,11 @@ pub struct RunArgs {
     #[arg(long, env = "DLQ_TOPIC", default_value = "orders.placed.v1.dlq")]
     pub dlq_topic: String,
 
+    /// Seconds between the maintenance runs inside `run` (SPEC §7: hourly).
+    #[arg(long, env = "INBOX_MAINTENANCE_INTERVAL_SECONDS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub maintenance_interval_seconds: u64,
+
     /// Transaction strategy.
     #[arg(long, env = "INBOX_STRATEGY", value_enum, default_value_t = Strategy::Batch)]
     pub strategy: Strategy,
@@ -264,6 +269,10 @@ impl RunArgs {
             Strategy::Batch => self.db_pool_size as usize,
             Strategy::PerRecord => 1,
         }
+    }
+
+    pub fn maintenance_interval(&self) -> Duration {
+        Duration::from_secs(self.maintenance_interval_seconds)
     }
 
     pub fn linger(&self) -> Duration {

@@ -189,6 +189,9 @@ impl Metrics {
         for kind in ["assign", "revoke"] {
             metrics.rebalances.with_label_values(&[kind]);
         }
+        for reason in crate::store::RETRY_REASONS {
+            metrics.db_retries.with_label_values(&[reason]);
+        }
         metrics
     }
 

@@ -225,7 +225,7 @@ impl Pipeline {
             let polled = if let Some(record) = carry.pop_front() {
                 Ok(record)
             } else {
-                let message = match self.consumer.recv().now_or_never() {
+                let message = match self.poll_waiting() {
                     Some(message) => {
                         behind |= deadline.is_none() && message.is_ok();
                         message
@@ -358,7 +358,7 @@ impl Pipeline {
             match self.inbox.apply(&records).await {
                 Ok(outcome) => break Some(outcome),
                 Err(error) => {
-                    let reason = error.retry_reason().unwrap_or("rejected");
+                    let reason = error.retry_reason();
                     self.metrics.db_retries.with_label_values(&[reason]).inc();
                     self.metrics
                         .readiness
@@ -372,7 +372,7 @@ impl Pipeline {
                     if *shutdown.borrow() {
                         let since = *gave_up_at.get_or_insert_with(Instant::now);
                         if since.elapsed() > SHUTDOWN_GRACE {
-                            tracing::warn!("shutting down with the database unavailable; the batch in hand is not committed and will be redelivered");
+                            tracing::warn!(reason, "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
                             break None;
                         }
                     }
@@ -436,6 +436,17 @@ impl Pipeline {
                 tracing::warn!(%error, "resume failed");
             }
         }
+    }
+
+    /// A record already waiting in the consumer's queue, if any. The queue
+    /// also carries events (an offset commit's result, a rebalance), which
+    /// a poll serves without returning a record: a few polls get past the
+    /// ones that came in since the last look, so that a record queued
+    /// behind them still counts as waiting.
+    fn poll_waiting(
+        &self,
+    ) -> Option<rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>> {
+        (0..4).find_map(|_| self.consumer.recv().now_or_never())
     }
 
     /// Drops held records of partitions revoked since the last look, and

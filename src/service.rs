@@ -14,9 +14,6 @@ use crate::metrics::{self, Metrics};
 use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
 use crate::store::{self, Inbox};
 
-/// How often the service maintains the ledger partitions (SPEC §7).
-const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(3600);
-
 /// Errors that stop the service before or while it runs.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -74,6 +71,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     tokio::spawn(maintain_periodically(
         pool.clone(),
         args.database.retention(),
+        args.maintenance_interval(),
     ));
 
     check_topic_retention(
@@ -159,19 +157,22 @@ async fn maintain_and_load(
     inbox: &Inbox,
     retention: store::Retention,
 ) -> Result<(), store::StoreError> {
+    store::check_schema(pool).await?;
     let report = store::maintain(pool, retention).await?;
     tracing::info!(?report, "ledger partitions maintained");
     inbox.refresh_window().await.map(|_| ())
 }
 
-async fn maintain_periodically(pool: sqlx::PgPool, retention: store::Retention) {
-    let mut interval = tokio::time::interval(MAINTENANCE_INTERVAL);
+async fn maintain_periodically(pool: sqlx::PgPool, retention: store::Retention, every: Duration) {
+    let mut interval = tokio::time::interval(every);
     interval.tick().await;
     loop {
         interval.tick().await;
         match store::maintain(&pool, retention).await {
             Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
-            Err(error) => tracing::warn!(%error, "maintenance failed; next try in an hour"),
+            Err(error) => {
+                tracing::warn!(%error, "maintenance failed; tried again at the next interval")
+            }
         }
     }
 }

@@ -72,17 +72,42 @@ pub enum StoreError {
     /// records, never blame the batch.
     #[error("no ledger partition for a record of the batch: {message}")]
     MissingPartition { message: String },
+    /// The database does not hold the schema this binary needs.
+    #[error("{0}")]
+    Schema(String),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// Every value of `inbox_db_retries_total{reason}` (those of
+/// [`StoreError::retry_reason`]), so that each series exists from the first
+/// scrape.
+pub const RETRY_REASONS: [&str; 12] = [
+    "serialization_failure",
+    "deadlock",
+    "too_many_connections",
+    "lock_not_available",
+    "query_canceled",
+    "admin_shutdown",
+    "connection",
+    "insufficient_resources",
+    "pool_timeout",
+    "database_error",
+    "rejected",
+    "missing_partition",
+];
+
 impl StoreError {
-    /// The label of `inbox_db_retries_total{reason}` for a transient error.
-    pub fn retry_reason(&self) -> Option<&'static str> {
+    /// The label of `inbox_db_retries_total{reason}` for a batch that failed
+    /// with this error: one of [`RETRY_REASONS`].
+    pub fn retry_reason(&self) -> &'static str {
         match self {
-            StoreError::Transient { reason, .. } => Some(reason),
-            StoreError::Unexpected { .. } => Some("database_error"),
-            _ => None,
+            StoreError::Transient { reason, .. } => reason,
+            StoreError::Unexpected { .. } | StoreError::Migrate(_) | StoreError::Schema(_) => {
+                "database_error"
+            }
+            StoreError::Rejected { .. } => "rejected",
+            StoreError::MissingPartition { .. } => "missing_partition",
         }
     }
 }
@@ -211,8 +236,45 @@ pub struct Retention {
 /// Applies the embedded migrations, then creates the partitions of the
 /// window.
 pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
-    sqlx::migrate!("./migrations").run(pool).await?;
+    MIGRATOR.run(pool).await?;
     maintain(pool, retention).await
+}
+
+/// The migrations embedded in this binary.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Checks that the database holds the inbox schema this binary was built
+/// for: applied by `inventory-inbox migrate`, neither older nor newer.
+pub async fn check_schema(pool: &PgPool) -> Result<(), StoreError> {
+    let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
+    let found: Option<i64> =
+        match sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(version) => version,
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => None,
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42501") => {
+                return Err(StoreError::Schema(format!(
+                    "cannot read the schema version ({}): the inbox schema is older than this binary; run `inventory-inbox migrate` as the owner role",
+                    db.message()
+                )))
+            }
+            Err(other) => return Err(other.into()),
+        };
+    match found {
+        None => Err(StoreError::Schema(
+            "the database has no inbox schema: run `inventory-inbox migrate` as the owner role first"
+                .into(),
+        )),
+        Some(version) if version < expected => Err(StoreError::Schema(format!(
+            "the inbox schema is older than this binary (version {version}, this binary needs {expected}): run `inventory-inbox migrate` as the owner role"
+        ))),
+        Some(version) if version > expected => Err(StoreError::Schema(format!(
+            "the inbox schema is newer than this binary (version {version}, this binary knows up to {expected}): run the inventory-inbox release that migrated it, or a newer one"
+        ))),
+        Some(_) => Ok(()),
+    }
 }
 
 /// What one maintenance run did.
@@ -431,7 +493,21 @@ impl Inbox {
                 Err(StoreError::Rejected { sqlstate, message }) => {
                     if part.len() == 1 {
                         let rejected = reject(&part[0], &sqlstate, &message);
-                        outcome.absorb(self.apply_once(std::slice::from_ref(&rejected)).await?);
+                        match self.apply_once(std::slice::from_ref(&rejected)).await {
+                            Ok(done) => outcome.absorb(done),
+                            // Even its parked row was refused: what the record
+                            // carries cannot be stored. Its position, the reason
+                            // and the database's words are, and the partition
+                            // moves on (a record never stops a partition).
+                            Err(StoreError::Rejected {
+                                sqlstate: refused, ..
+                            }) => {
+                                let minimal = reject_bare(&part[0], &sqlstate, &message, &refused);
+                                outcome
+                                    .absorb(self.apply_once(std::slice::from_ref(&minimal)).await?);
+                            }
+                            Err(other) => return Err(other),
+                        }
                     } else {
                         let (first, second) = part.split_at(part.len() / 2);
                         pending.push(second);
@@ -713,6 +789,21 @@ pub struct ParkedEntry {
     pub message_id: Option<Uuid>,
     pub replayed_at: Option<DateTime<Utc>>,
     pub replay_outcome: Option<String>,
+}
+
+/// The record parked `db_rejected` without its payload, key or headers, which
+/// the database refused to store (SQLSTATE `refused`).
+fn reject_bare(item: &Classified, sqlstate: &str, message: &str, refused: &str) -> Classified {
+    let mut bare = reject(item, sqlstate, message);
+    bare.record.payload = None;
+    bare.record.key = None;
+    bare.record.headers.clear();
+    if let Disposition::Parked(rejection) = &mut bare.disposition {
+        rejection.detail.push_str(&format!(
+            "; its payload and headers could not be stored (SQLSTATE {refused})"
+        ));
+    }
+    bare
 }
 
 /// The record as parked `db_rejected`, with the database's own words.

@@ -6,6 +6,7 @@
 mod common;
 
 use std::process::Command;
+use std::time::Duration;
 
 use chrono::{NaiveDate, TimeZone, Utc};
 use common::*;
@@ -229,5 +230,133 @@ async fn maintenance_prunes_old_parked_rows_and_clears_older_payloads() {
         rows,
         [(1, false), (2, true)],
         "40 days: deleted; 10 days: payload cleared"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_day_is_recognised_whatever_the_language_of_the_servers_messages() {
+    // A server that speaks German (its errors too): the missing partition
+    // is told by SQLSTATE and table, not by the English message text.
+    let postgres = common::private_pg::PrivatePostgres::start_with("lc_messages = 'de_DE.UTF-8'");
+    let db = postgres.test_db().await;
+    let language: String = sqlx::query_scalar("SHOW lc_messages")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(language, "de_DE.UTF-8");
+    let error = sqlx::query("SELECT 1/0")
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("Division durch Null"), "{error}");
+
+    let topic = fresh_topic(1).await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let today = today(&db).await;
+    let old_day = today - chrono::Days::new(10);
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    // The consumer has read the window: then the day goes away.
+    wait_until(
+        Duration::from_secs(30),
+        "the consumer consuming",
+        || async { consumer.log_text().contains("consuming") },
+    )
+    .await;
+    sqlx::query(&format!(
+        "DROP TABLE processed_inbox_p{}",
+        old_day.format("%Y%m%d")
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let event = order_at(
+        "ORD-OLD",
+        &[("SKU-1", 5)],
+        Utc.from_utc_datetime(&old_day.and_hms_opt(12, 0, 0).unwrap()),
+    );
+    produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
+    wait_committed(&spec, 1).await;
+    assert_eq!(db.parked().await, [("outside_dedup_window".into(), 0)]);
+    assert_eq!(db.reserved("SKU-1").await, 0);
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn the_consumer_maintains_the_window_while_it_runs() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    let today = today(&db).await;
+    let ahead = format!(
+        "processed_inbox_p{}",
+        (today + chrono::Days::new(2)).format("%Y%m%d")
+    );
+    let consumer = ConsumerSpec::new(&db, &topic)
+        .env("INBOX_MAINTENANCE_INTERVAL_SECONDS", "1")
+        .start();
+    wait_until(
+        Duration::from_secs(30),
+        "the consumer consuming",
+        || async { consumer.log_text().contains("consuming") },
+    )
+    .await;
+    // A day ahead goes missing: the next maintenance inside `run` makes it.
+    sqlx::query(&format!("DROP TABLE {ahead}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert!(!window(&db).await.contains(&(today + chrono::Days::new(2))));
+    wait_until(
+        Duration::from_secs(30),
+        "the partition made again",
+        || async { window(&db).await.contains(&(today + chrono::Days::new(2))) },
+    )
+    .await;
+    assert_eq!(
+        window(&db).await,
+        days(today - chrono::Days::new(14), today + chrono::Days::new(2))
+    );
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn maintenance_counts_days_in_utc_whatever_the_sessions_time_zone() {
+    let db = TestDb::new().await;
+    let utc_today: NaiveDate = sqlx::query_scalar("SELECT (now() AT TIME ZONE 'UTC')::date")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    // A zone whose date differs from UTC's right now: UTC+14 from 10:00
+    // UTC on, UTC-12 before noon UTC (one of the two always applies).
+    let hour: i32 = sqlx::query_scalar("SELECT extract(hour FROM now() AT TIME ZONE 'UTC')::int")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let zone = if hour >= 10 {
+        "Etc/GMT-14"
+    } else {
+        "Etc/GMT+12"
+    };
+    let mut session = db.pool.acquire().await.unwrap();
+    sqlx::query(&format!("SET TimeZone = '{zone}'"))
+        .execute(&mut *session)
+        .await
+        .unwrap();
+    let local_today: NaiveDate = sqlx::query_scalar("SELECT current_date")
+        .fetch_one(&mut *session)
+        .await
+        .unwrap();
+    assert_ne!(local_today, utc_today, "{zone} is on another day");
+    sqlx::query("SELECT * FROM inbox_maintain(14, 2, 30, 0)")
+        .execute(&mut *session)
+        .await
+        .unwrap();
+    drop(session);
+    assert_eq!(
+        window(&db).await,
+        days(
+            utc_today - chrono::Days::new(14),
+            utc_today + chrono::Days::new(2)
+        )
     );
 }

@@ -366,6 +366,87 @@ fn with_bool(expr: &str) -> String {
     out
 }
 
+#[tokio::test]
+async fn every_counter_and_histogram_is_exposed_from_the_first_scrape() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    let consumer = ConsumerSpec::new(&db, &topic).start();
+    // The first answer of /metrics, before any record or retry.
+    let body = consumer.metrics_text().await;
+    let mut missing = Vec::new();
+    for series in [
+        "inbox_processed_total",
+        "inbox_duplicate_ignored_total",
+        "inbox_business_duplicate_total",
+        "inbox_offset_commit_failures_total",
+        "inbox_id_conflict_total",
+        "inbox_batch_size_count",
+        "inbox_batch_duration_seconds_count",
+        "inbox_end_to_end_latency_seconds_count",
+        r#"inventory_reservation_lines_total{status="reserved"}"#,
+        r#"inventory_reservation_lines_total{status="rejected"}"#,
+        r#"inbox_rebalances_total{kind="assign"}"#,
+        r#"inbox_rebalances_total{kind="revoke"}"#,
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(
+        inventory_inbox::event::ParkReason::ALL
+            .iter()
+            .map(|reason| format!(r#"inbox_parked_total{{reason="{}"}}"#, reason.as_str())),
+    )
+    .chain(
+        inventory_inbox::store::RETRY_REASONS
+            .iter()
+            .map(|reason| format!(r#"inbox_db_retries_total{{reason="{reason}"}}"#)),
+    ) {
+        if series_value(&body, &series).is_none() {
+            missing.push(series);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not exposed at first: {missing:?}\n{body}"
+    );
+    consumer.stop().await;
+}
+
+#[test]
+fn every_alert_fires_under_its_condition_and_not_without() {
+    require_prometheus();
+    // dashboards/alerts_test.yml feeds each alert the series of its
+    // condition and of its absence; promtool evaluates the rules over them.
+    let tests = dashboards().join("alerts_test.yml");
+    let output = Command::new(PROMTOOL)
+        .args(["test", "rules", &path_str(&tests)])
+        .output()
+        .expect("run promtool test rules");
+    assert!(
+        output.status.success(),
+        "promtool test rules failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Every alert of alerts.yml is expected to fire somewhere in the tests.
+    let alerts = std::fs::read_to_string(dashboards().join("alerts.yml")).expect("alerts.yml");
+    let cases = std::fs::read_to_string(&tests).expect("alerts_test.yml");
+    let names: Vec<&str> = alerts
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("- alert:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        names.len(),
+        count_alert_rules(&dashboards().join("alerts.yml"))
+    );
+    for name in names {
+        assert!(
+            cases.contains(&format!("alertname: {name}\n        exp_alerts:")),
+            "alerts_test.yml has no case where {name} fires"
+        );
+    }
+}
+
 /// `- alert:` entries of a rule file.
 fn count_alert_rules(path: &Path) -> usize {
     std::fs::read_to_string(path)
@@ -648,12 +729,7 @@ async fn provoke_db_retry(db: &TestDb, consumer: &ConsumerProcess) {
     wait_until(
         Duration::from_secs(20),
         "the consumer retries a batch (inbox_db_retries_total)",
-        || async {
-            consumer
-                .get("/metrics")
-                .await
-                .is_some_and(|(_, body)| body.contains("inbox_db_retries_total{"))
-        },
+        || async { consumer.metric_sum("inbox_db_retries_total").await > 0.0 },
     )
     .await;
     sqlx::query(&limit(-1))

@@ -33,6 +33,9 @@ async fn a_lost_offset_commit_is_sent_again_without_new_records() {
         consumer.log_text()
     );
     assert_eq!(db.reserved("SKU-1").await, 5, "each event applied once");
+    // One batch: its commit, the one dropped, is the only one there was, so
+    // only the re-sending can have committed the offset.
+    assert_eq!(consumer.metric("inbox_batch_size_count").await, 1.0);
 
     // Kafka's confirmation of the commit sent again reaches the consumer,
     // which then stops sending it: one more commit, not one every second.

@@ -57,7 +57,7 @@ async fn every_outcome_leaves_exactly_its_effect() {
         Outgoing::event(&takes_the_rest),
         Outgoing::event(&unknown),
         Outgoing::event(&partly_unknown),
-        Outgoing::raw("P", b"{\"event_id\": nope"),
+        Outgoing::raw("P", b"{\"event_id\": nope").header("Authorization", "Bearer hunter2"),
         Outgoing::raw("P", &edit(&format!("\"event_id\":\"{event_id}\","), "")),
         Outgoing::raw("P", &edit(&event_id, "not-a-uuid")),
         Outgoing::raw("P", valid.as_bytes())
@@ -173,6 +173,7 @@ async fn every_outcome_leaves_exactly_its_effect() {
         .unwrap();
     dlq_consumer.subscribe(&[&dlq]).unwrap();
     let mut dlq_reasons = Vec::new();
+    let mut secrets_copied = 0;
     while dlq_reasons.len() < parked.len() {
         let message = tokio::time::timeout(Duration::from_secs(30), dlq_consumer.recv())
             .await
@@ -191,9 +192,27 @@ async fn every_outcome_leaves_exactly_its_effect() {
             Some(topic.as_str())
         );
         assert!(header("inbox.source.offset").is_some());
+        if let Some(secret) = header("Authorization") {
+            assert_eq!(
+                secret, "[redacted]",
+                "secrets are redacted in the DLQ copy too"
+            );
+            secrets_copied += 1;
+        }
         dlq_reasons.push(header("inbox.reason").expect("reason header"));
     }
     assert_eq!(dlq_reasons, parked);
+    assert_eq!(
+        secrets_copied, 1,
+        "the malformed record's header was copied"
+    );
+    let stored: String = sqlx::query_scalar(
+        "SELECT headers->>'Authorization' FROM inbox_parked WHERE reason = 'malformed_json'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, "[redacted]");
 
     consumer.stop().await;
 }
@@ -288,6 +307,56 @@ async fn a_record_the_database_refuses_is_isolated_and_the_rest_applied() {
         error.contains("23514") && error.contains("no_blocked"),
         "{error}"
     );
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn a_reused_id_is_parked_as_a_conflict_also_in_a_split_batch() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 1_000)]).await;
+    sqlx::query(
+        "ALTER TABLE order_reservation ADD CONSTRAINT no_blocked CHECK (order_id <> 'ORD-BLOCKED')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let original = order("ORD-ID", &[("SKU-A", 1)]);
+    let mut reused = order("ORD-ID", &[("SKU-A", 7)]);
+    reused.message_id = original.message_id;
+    // One batch: 20 orders, the original, the record the database refuses,
+    // the id reused with another quantity, 20 more. Split to isolate the
+    // refused record, the reused id ends up in a part of its own, after the
+    // part that applied the original.
+    let mut records: Vec<Outgoing> = (0..20)
+        .map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-A", 1)])))
+        .collect();
+    records.push(Outgoing::event(&original));
+    records.push(Outgoing::event(&order("ORD-BLOCKED", &[("SKU-A", 1)])));
+    records.push(Outgoing::event(&reused));
+    records.extend((20..40).map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-A", 1)]))));
+    produce(&producer(), &topic, &records).await;
+
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_committed(&spec, records.len() as i64).await;
+    assert_eq!(
+        consumer.metric("inbox_batch_size_count").await,
+        1.0,
+        "one batch"
+    );
+    assert_eq!(
+        db.parked().await,
+        [("db_rejected".into(), 21), ("event_id_conflict".into(), 22)]
+    );
+    assert_eq!(db.ledger_rows().await, 41);
+    assert_eq!(
+        db.reserved("SKU-A").await,
+        41,
+        "the original's 1, never the 7"
+    );
+    assert_eq!(consumer.metric("inbox_id_conflict_total").await, 1.0);
+    assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 0.0);
     consumer.stop().await;
 }
 

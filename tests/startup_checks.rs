@@ -26,10 +26,17 @@ async fn a_topic_retention_longer_than_the_dedup_window_is_reported() {
 
     let short = fresh_topic_with(1, &[("retention.ms", "86400000")]).await;
     let consumer = ConsumerSpec::new(&db, &short).start();
-    wait_until(Duration::from_secs(30), "retention gauge", || async {
-        consumer.metric("inbox_topic_retention_seconds").await == 86_400.0
-    })
+    // "consuming" is logged after the retention check and its warning.
+    wait_until(
+        Duration::from_secs(30),
+        "the consumer consuming",
+        || async { consumer.log_text().contains("consuming") },
+    )
     .await;
+    assert_eq!(
+        consumer.metric("inbox_topic_retention_seconds").await,
+        86_400.0
+    );
     assert!(!consumer.log_text().contains("longer than the dedup window"));
     consumer.stop().await;
 }
@@ -93,5 +100,63 @@ async fn passwords_never_reach_logs_or_errors() {
     assert!(
         !text.contains("Wrong-S3cret-pw") && !text.contains(SASL_SECRET),
         "{text}"
+    );
+}
+
+/// Runs `inventory-inbox run` against a database until it exits; returns
+/// its status and what it printed.
+async fn run_until_exit(database_url: &str, topic: &str) -> (std::process::ExitStatus, String) {
+    let mut consumer = ConsumerSpec {
+        bootstrap: KAFKA.into(),
+        database_url: database_url.into(),
+        topic: topic.into(),
+        group: unique("group"),
+        consumer_name: "inventory-allocation-service".into(),
+        dlq_topic: String::new(),
+        extra_env: vec![],
+        args: vec![],
+    }
+    .start();
+    let status = consumer.wait(Duration::from_secs(30)).await;
+    (status, consumer.log_text())
+}
+
+#[tokio::test]
+async fn a_database_without_the_inbox_schema_is_named_with_what_to_do() {
+    require_services();
+    let topic = fresh_topic(1).await;
+    let admin = sqlx::PgPool::connect(ADMIN_URL).await.unwrap();
+    let name = unique("never_migrated");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let url = format!("postgres://inventory:inventory@127.0.0.1:5432/{name}");
+    let (status, log) = run_until_exit(&url, &topic).await;
+    assert!(!status.success());
+    assert!(
+        log.contains("the database has no inbox schema")
+            && log.contains("run `inventory-inbox migrate` as the owner role"),
+        "{log}"
+    );
+    assert!(!log.contains("does not exist"), "{log}");
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_is_named() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (29991231000000, 'from the future', true, '\\x00', 0)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let (status, log) = run_until_exit(&db.app_url, &topic).await;
+    assert!(!status.success());
+    assert!(
+        log.contains("the inbox schema is newer than this binary (version 29991231000000"),
+        "{log}"
     );
 }

@@ -505,18 +505,60 @@ impl ConsumerProcess {
         Some((status, body))
     }
 
-    /// The value of a metric series (exact line prefix), or 0.
-    pub async fn metric(&self, series: &str) -> f64 {
-        let Some((_, body)) = self.get("/metrics").await else {
-            return 0.0;
-        };
-        body.lines()
-            .find_map(|line| {
-                let (name, value) = line.rsplit_once(' ')?;
-                (name == series).then(|| value.parse().ok()).flatten()
-            })
-            .unwrap_or(0.0)
+    /// The text of `/metrics`. Waits up to 10 s for the endpoint to answer
+    /// (the process may be starting), then fails the test.
+    pub async fn metrics_text(&self) -> String {
+        let started = Instant::now();
+        loop {
+            if let Some((200, body)) = self.get("/metrics").await {
+                return body;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the consumer's /metrics does not answer; log:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
+
+    /// The value of one series, its name and labels exactly as exposed.
+    /// Fails the test when the series is not exposed: every series the
+    /// tests read exists from the first scrape, so a missing one is a wrong
+    /// name (or a dead endpoint), never a zero.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let body = self.metrics_text().await;
+        series_value(&body, series).unwrap_or_else(|| {
+            panic!("{series} is not exposed by the consumer's /metrics:\n{body}")
+        })
+    }
+
+    /// The sum of every series of a family (`inbox_db_retries_total`: all
+    /// reasons). Fails the test when the family is not exposed.
+    pub async fn metric_sum(&self, family: &str) -> f64 {
+        let body = self.metrics_text().await;
+        let values: Vec<f64> = body
+            .lines()
+            .filter(|line| {
+                line.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse().ok())
+            .collect();
+        assert!(
+            !values.is_empty(),
+            "{family} is not exposed by the consumer's /metrics:\n{body}"
+        );
+        values.iter().sum()
+    }
+}
+
+/// The value of one series in a Prometheus text exposition.
+pub fn series_value(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|line| {
+        let (name, value) = line.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok()).flatten()
+    })
 }
 
 impl Drop for ConsumerProcess {
@@ -528,17 +570,21 @@ impl Drop for ConsumerProcess {
     }
 }
 
-/// Waits until the ledger holds `rows` rows (and no more appear soon).
+/// Waits until the ledger holds `rows` rows, then watches it for a second:
+/// no more may appear.
 pub async fn wait_for_ledger(db: &TestDb, rows: i64, timeout: Duration) {
     wait_until(timeout, &format!("{rows} ledger rows"), || async {
         db.ledger_rows().await >= rows
     })
     .await;
-    assert_eq!(
-        db.ledger_rows().await,
-        rows,
-        "more ledger rows than expected"
-    );
+    for _ in 0..10 {
+        assert_eq!(
+            db.ledger_rows().await,
+            rows,
+            "more ledger rows than expected"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the spec's group has committed `offset` on partition 0 of its

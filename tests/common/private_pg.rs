@@ -40,6 +40,11 @@ impl PrivatePostgres {
     /// database and applies the service's migrations with `inventory-inbox
     /// migrate`.
     pub fn start() -> PrivatePostgres {
+        PrivatePostgres::start_with("")
+    }
+
+    /// The same, with more lines for its postgresql.conf.
+    pub fn start_with(extra_settings: &str) -> PrivatePostgres {
         assert!(
             Path::new(BIN_DIR).join("initdb").exists(),
             "PostgreSQL 15 binaries not found in {BIN_DIR}: run `scripts/services.sh up` (it installs them)"
@@ -68,7 +73,7 @@ impl PrivatePostgres {
             "\n# private test server\nport = {port}\nlisten_addresses = '127.0.0.1'\n\
              unix_socket_directories = '{}'\n\
              # The test stops the server cleanly; surviving an OS crash is not its subject.\n\
-             fsync = off\n",
+             fsync = off\n{extra_settings}\n",
             server.dir.display()
         );
         let conf = Path::new(&server.data_dir()).join("postgresql.conf");
