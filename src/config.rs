@@ -226,6 +226,13 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..=128))]
     pub db_pool_size: u32,
 
+    /// Round trip to the database, in milliseconds, from which a backlog is
+    /// applied in several lanes (0: always). Nearer, a batch is all
+    /// database work and concurrent ones only wait on each other's row locks.
+    #[arg(long, env = "INBOX_LANES_FROM_ROUND_TRIP_MS", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub lanes_from_round_trip_ms: u64,
+
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9464")]
     pub metrics_addr: SocketAddr,
@@ -270,6 +277,10 @@ impl RunArgs {
             Strategy::Batch => self.db_pool_size as usize,
             Strategy::PerRecord => 1,
         }
+    }
+
+    pub fn lanes_from_round_trip(&self) -> Duration {
+        Duration::from_millis(self.lanes_from_round_trip_ms)
     }
 
     pub fn maintenance_interval(&self) -> Duration {

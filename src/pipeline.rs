@@ -100,9 +100,12 @@ pub struct BatchSettings {
     pub max_records: usize,
     pub linger: Duration,
     /// Batches of distinct partitions applied concurrently (one connection
-    /// each); a partition always maps to the same lane, so its batches stay
-    /// in order.
+    /// each); a partition's records are in one batch of a round, and rounds
+    /// follow one another, so its batches stay in order.
     pub lanes: usize,
+    /// The round trip to the database from which those lanes are used (see
+    /// [`Pipeline::lanes`]).
+    pub lanes_from_round_trip: Duration,
 }
 
 /// The running consumer.
@@ -209,7 +212,7 @@ impl Pipeline {
         shutdown: &mut watch::Receiver<bool>,
         recommit: &mut tokio::time::Interval,
     ) -> Option<(Vec<InboundRecord>, Instant)> {
-        let capacity = self.settings.max_records * self.settings.lanes;
+        let capacity = self.settings.max_records * self.lanes();
         let mut records = Vec::with_capacity(capacity);
         let mut deadline: Option<tokio::time::Instant> = None;
         // Records that were already waiting when the round began queued up
@@ -286,7 +289,7 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> (Vec<InboundRecord>, BatchOutcome) {
-        let round = batch::round(records, self.settings.lanes, self.settings.max_records);
+        let round = batch::round(records, self.lanes(), self.settings.max_records);
         for record in round.left_over.into_iter().rev() {
             carry.push_front(record);
         }
@@ -435,6 +438,20 @@ impl Pipeline {
             if let Err(error) = self.consumer.resume(&assignment) {
                 tracing::warn!(%error, "resume failed");
             }
+        }
+    }
+
+    /// Lanes for the next round. Concurrent batches overlap their round
+    /// trips, which pays off when the database is at a distance; on the same
+    /// machine or rack a batch is all database work, and concurrent ones
+    /// only wait on each other's locks of the hot stock rows (measured: the
+    /// batch p95 while catching up doubles, the catch-up is no faster).
+    fn lanes(&self) -> usize {
+        let from = self.settings.lanes_from_round_trip;
+        match self.inbox.round_trip() {
+            _ if from.is_zero() => self.settings.lanes,
+            Some(trip) if trip >= from => self.settings.lanes,
+            _ => 1,
         }
     }
 

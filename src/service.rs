@@ -114,6 +114,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
             max_records: args.max_records(),
             linger: args.linger(),
             lanes: args.lanes(),
+            lanes_from_round_trip: args.lanes_from_round_trip(),
         },
     }
     .run(shutdown)

@@ -45,6 +45,9 @@ const LEDGER_TABLE: &str = "processed_inbox";
 /// How often the dedup window is re-read even when nothing failed.
 const WINDOW_REFRESH: Duration = Duration::from_secs(60);
 
+/// Timed round trips kept to estimate the distance to the database.
+const ROUND_TRIP_SAMPLES: usize = 5;
+
 /// Days of ledger partitions made ahead of today (SPEC §7).
 pub const PREMAKE_DAYS: i32 = 2;
 
@@ -328,6 +331,8 @@ pub struct Inbox {
     /// would double the cost of a batch. A batch takes one (or a new one
     /// from the pool) and puts it back unless the database failed on it.
     idle: Mutex<Vec<PoolConnection<Postgres>>>,
+    /// The last few timed window reads, for [`Inbox::round_trip`].
+    round_trips: Mutex<Vec<Duration>>,
 }
 
 impl Inbox {
@@ -337,6 +342,7 @@ impl Inbox {
             consumer,
             window: Mutex::new((DedupWindow::default(), None)),
             idle: Mutex::new(Vec::new()),
+            round_trips: Mutex::new(Vec::new()),
         }
     }
 
@@ -378,7 +384,38 @@ impl Inbox {
     pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
         let window = load_window(&self.pool).await?;
         *self.window.lock().expect("window lock") = (window.clone(), Some(Instant::now()));
+        self.time_round_trip().await?;
         Ok(window)
+    }
+
+    /// Times a statement that costs the database nothing (on a connection
+    /// where it is prepared already): its time is the round trip.
+    async fn time_round_trip(&self) -> Result<(), StoreError> {
+        let mut connection = self.pool.acquire().await?;
+        let mut took = Duration::MAX;
+        for _ in 0..2 {
+            let asked = Instant::now();
+            sqlx::query("SELECT 1").execute(&mut *connection).await?;
+            took = asked.elapsed();
+        }
+        tracing::debug!(round_trip_ms = took.as_secs_f64() * 1e3, "round trip timed");
+        let mut trips = self.round_trips.lock().expect("round trips lock");
+        if trips.len() == ROUND_TRIP_SAMPLES {
+            trips.remove(0);
+        }
+        trips.push(took);
+        Ok(())
+    }
+
+    /// The round trip to the database: the shortest of the last few timed
+    /// (the shortest, so that one slow answer does not count).
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.round_trips
+            .lock()
+            .expect("round trips lock")
+            .iter()
+            .min()
+            .copied()
     }
 
     /// Replays one parked record through the normal path (decode, validate,

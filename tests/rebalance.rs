@@ -209,6 +209,7 @@ async fn partitions_revoked_while_other_lanes_apply_are_not_committed_afterwards
     // the free partitions' batches commit while the hot ones are retried.
     let spec = ConsumerSpec::new(&db, &topic)
         .env("DB_POOL_SIZE", "12")
+        .env("INBOX_LANES_FROM_ROUND_TRIP_MS", "0")
         .env("BATCH_MAX_RECORDS", "20")
         .env("BATCH_LINGER_MS", "500");
     let first = spec.start();
