@@ -47,6 +47,64 @@ pub enum Command {
         #[command(subcommand)]
         command: ParkedCommand,
     },
+    /// The positions in the database where partitions start (SPEC §13).
+    Positions {
+        #[command(subcommand)]
+        command: PositionsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PositionsCommand {
+    /// The consumer's position per partition of the topic, with the
+    /// partition's earliest and end offsets and the group's committed one.
+    List {
+        #[command(flatten)]
+        run: Box<RunArgs>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move positions on purpose (a re-read, or a skip): with the consumers
+    /// stopped, since a running one moves its partitions' positions forward
+    /// again with its next batch, and reads them only on assignment.
+    Set {
+        #[command(flatten)]
+        run: Box<RunArgs>,
+        /// A partition to move (repeatable); every partition of the topic
+        /// when absent.
+        #[arg(long = "partition", value_name = "P")]
+        partitions: Vec<i32>,
+        /// The next offset to read: a number, `earliest` or `latest`.
+        #[arg(long, value_parser = parse_offset, required_unless_present = "to_kafka",
+              conflicts_with = "to_kafka")]
+        offset: Option<OffsetTarget>,
+        /// The group's committed offsets in Kafka (KAFKA_GROUP_ID), where it
+        /// has one.
+        #[arg(long)]
+        to_kafka: bool,
+    },
+}
+
+/// Where `positions set --offset` moves a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetTarget {
+    At(i64),
+    /// The partition's log start: a re-read of all the topic still holds.
+    Earliest,
+    /// The partition's end: a skip of everything not read yet.
+    Latest,
+}
+
+fn parse_offset(text: &str) -> Result<OffsetTarget, String> {
+    match text {
+        "earliest" => Ok(OffsetTarget::Earliest),
+        "latest" => Ok(OffsetTarget::Latest),
+        number => match number.parse::<i64>() {
+            Ok(offset) if offset >= 0 => Ok(OffsetTarget::At(offset)),
+            _ => Err("expected an offset >= 0, `earliest` or `latest`".into()),
+        },
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,9 +197,32 @@ pub struct DatabaseArgs {
     #[arg(long, env = "INBOX_PARKED_PAYLOAD_DAYS", default_value_t = 0,
           value_parser = clap::value_parser!(i32).range(0..=3650))]
     pub inbox_parked_payload_days: i32,
+
+    /// Longest a statement may run on the server, in ms (0: no limit). A
+    /// batch that hits it is rolled back and retried (`query_canceled`).
+    #[arg(long, env = "DB_STATEMENT_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u32).range(0..=86_400_000))]
+    pub db_statement_timeout_ms: u32,
+
+    /// Longest a statement waits for a lock, in ms (0: no limit): a batch
+    /// behind a stuck session, or maintenance's DROP of a ledger partition
+    /// behind the batches, gives up and is retried instead of queueing
+    /// everything behind it (`lock_not_available`).
+    #[arg(long, env = "DB_LOCK_TIMEOUT_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u32).range(0..=86_400_000))]
+    pub db_lock_timeout_ms: u32,
 }
 
 impl DatabaseArgs {
+    /// Where and how to connect.
+    pub fn connection(&self) -> crate::store::Connection<'_> {
+        crate::store::Connection {
+            url: &self.database_url,
+            statement_timeout: Duration::from_millis(self.db_statement_timeout_ms.into()),
+            lock_timeout: Duration::from_millis(self.db_lock_timeout_ms.into()),
+        }
+    }
+
     pub fn retention(&self) -> Retention {
         Retention {
             ledger_days: self.inbox_retention_days,

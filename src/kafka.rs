@@ -13,17 +13,21 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaResult;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
+};
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::{Header as KafkaHeader, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use crate::batch::{InboundRecord, PartitionKey};
 use crate::event::Header;
 use crate::metrics::Metrics;
 use crate::parked::ParkedRow;
+use crate::positions::PositionSource;
 
 /// Where the cluster is and how to talk to it.
 #[derive(Debug, Clone)]
@@ -194,6 +198,9 @@ pub fn to_list<'a>(
 pub struct InboxContext {
     pub offsets: std::sync::Arc<CommittedOffsets>,
     pub metrics: Metrics,
+    /// Where assigned partitions start: the database's positions. `None`
+    /// leaves it to Kafka's committed offsets (clients other than `run`).
+    pub positions: Option<PositionSource>,
 }
 
 impl ClientContext for InboxContext {
@@ -223,6 +230,70 @@ impl ClientContext for InboxContext {
 }
 
 impl ConsumerContext for InboxContext {
+    /// As rust-rdkafka's own, with one step more: before newly assigned
+    /// partitions are handed to librdkafka, their start offsets are set to
+    /// the database's positions (SPEC §13).
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        error: RDKafkaRespErr,
+        partitions: &mut TopicPartitionList,
+    ) {
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        match error {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let positioned = match &self.positions {
+                    Some(source) => source.start_at_positions(consumer, partitions, &self.metrics),
+                    None => true,
+                };
+                self.pre_rebalance(consumer, &Rebalance::Assign(partitions));
+                let assigned = if cooperative {
+                    consumer.incremental_assign(partitions)
+                } else {
+                    consumer.assign(partitions)
+                };
+                if let Err(error) = assigned {
+                    tracing::error!(%error, "assigning partitions failed");
+                }
+                if !positioned {
+                    // Shutting down before the database said where to start:
+                    // read nothing of these partitions, commit nothing for them.
+                    let _ = consumer.pause(partitions);
+                    self.offsets.release(partitions);
+                }
+                self.post_rebalance(consumer, &Rebalance::Assign(partitions));
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Revoke(partitions));
+                let revoked = if cooperative {
+                    consumer.incremental_unassign(partitions)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(error) = revoked {
+                    tracing::error!(%error, "releasing partitions failed");
+                }
+                self.post_rebalance(consumer, &Rebalance::Revoke(partitions));
+            }
+            other => {
+                let rebalance = Rebalance::Error(KafkaError::Rebalance(other.into()));
+                self.pre_rebalance(consumer, &rebalance);
+                let released = if cooperative {
+                    consumer.incremental_unassign(partitions)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(error) = released {
+                    tracing::error!(%error, "releasing partitions failed");
+                }
+                self.post_rebalance(consumer, &rebalance);
+            }
+        }
+    }
+
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Revoke(partitions) => {

@@ -20,6 +20,7 @@
 //! - [`store`]: the one statement per batch (one round trip), migrations,
 //!   maintenance.
 //! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
+//! - [`positions`]: where partitions start: the database's positions.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - [`service`]: start-up wiring of `inventory-inbox run`.
@@ -31,6 +32,7 @@ pub mod kafka;
 pub mod metrics;
 pub mod parked;
 pub mod pipeline;
+pub mod positions;
 pub mod service;
 pub mod store;
 pub mod window;

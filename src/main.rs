@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use inventory_inbox::config::{self, Cli, Command, ParkedCommand};
+use inventory_inbox::config::{self, Cli, Command, OffsetTarget, ParkedCommand, PositionsCommand};
+use inventory_inbox::positions;
 use inventory_inbox::service;
 use inventory_inbox::store::{self, Inbox, ReplayOutcome};
 
@@ -43,7 +44,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Run(args) => service::run(args).await?,
         Command::Migrate(args) => {
             args.validate()?;
-            let pool = store::connect(&args.database_url, 1).await?;
+            let pool = store::connect(args.connection(), 1).await?;
             let report = store::migrate(&pool, args.retention()).await?;
             println!(
                 "migrated; ledger partitions created: {}, dropped: {}",
@@ -52,7 +53,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Maintain(args) => {
             args.validate()?;
-            let pool = store::connect(&args.database_url, 1).await?;
+            let pool = store::connect(args.connection(), 1).await?;
             let report = store::maintain(&pool, args.retention()).await?;
             if report.locked {
                 println!(
@@ -64,13 +65,117 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             }
         }
         Command::Parked { command } => parked(command).await?,
+        Command::Positions { command } => positions_command(command).await?,
+    }
+    Ok(())
+}
+
+async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
+    match command {
+        PositionsCommand::List { run, json } => {
+            let kafka = run.kafka_settings(std::env::vars())?;
+            let pool = store::connect(run.database.connection(), 1).await?;
+            let stored =
+                positions::list(&pool, &run.inbox_consumer_name, Some(&run.kafka_topic)).await?;
+            let offsets =
+                positions::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+            if !json {
+                println!(
+                    "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  updated",
+                    "partition", "position", "earliest", "end", "kafka group"
+                );
+            }
+            for partition in &offsets {
+                let position = stored.iter().find(|p| p.partition == partition.partition);
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "topic": run.kafka_topic,
+                            "partition": partition.partition,
+                            "position": position.map(|p| p.next_offset),
+                            "updated_at": position.map(|p| p.updated_at),
+                            "earliest": partition.earliest,
+                            "end": partition.end,
+                            "committed": partition.committed,
+                        })
+                    );
+                } else {
+                    let show = |o: Option<i64>| o.map_or("-".to_owned(), |o| o.to_string());
+                    println!(
+                        "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  {}",
+                        partition.partition,
+                        show(position.map(|p| p.next_offset)),
+                        partition.earliest,
+                        partition.end,
+                        show(partition.committed),
+                        position.map_or("-".to_owned(), |p| p.updated_at.to_rfc3339())
+                    );
+                }
+            }
+        }
+        PositionsCommand::Set {
+            run,
+            partitions,
+            offset,
+            to_kafka,
+        } => {
+            let kafka = run.kafka_settings(std::env::vars())?;
+            let pool = store::connect(run.database.connection(), 1).await?;
+            let offsets =
+                positions::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+            for wanted in &partitions {
+                if !offsets.iter().any(|o| o.partition == *wanted) {
+                    anyhow::bail!(
+                        "--partition {wanted}: {} has no such partition",
+                        run.kafka_topic
+                    );
+                }
+            }
+            let mut moved = 0;
+            for partition in &offsets {
+                if !partitions.is_empty() && !partitions.contains(&partition.partition) {
+                    continue;
+                }
+                let target = match (offset, to_kafka) {
+                    (Some(OffsetTarget::At(at)), _) => Some(at),
+                    (Some(OffsetTarget::Earliest), _) => Some(partition.earliest),
+                    (Some(OffsetTarget::Latest), _) => Some(partition.end),
+                    (None, _) => partition.committed,
+                };
+                let Some(target) = target else {
+                    println!(
+                        "partition {}: the group has no committed offset; unchanged",
+                        partition.partition
+                    );
+                    continue;
+                };
+                let before = positions::set(
+                    &pool,
+                    &run.inbox_consumer_name,
+                    &run.kafka_topic,
+                    partition.partition,
+                    target,
+                )
+                .await?;
+                moved += 1;
+                println!(
+                    "partition {}: {} -> {target}",
+                    partition.partition,
+                    before.map_or("none".to_owned(), |b| b.to_string())
+                );
+            }
+            println!(
+                "{moved} position(s) set; consumers read them when the partitions are next assigned"
+            );
+        }
     }
     Ok(())
 }
 
 async fn inbox_for(target: &config::ParkedTarget) -> anyhow::Result<Inbox> {
     target.database.validate()?;
-    let pool = store::connect(&target.database.database_url, 1).await?;
+    let pool = store::connect(target.database.connection(), 1).await?;
     Ok(Inbox::new(pool, target.inbox_consumer_name.clone()))
 }
 

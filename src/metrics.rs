@@ -50,6 +50,7 @@ pub struct Metrics {
     pub consumer_lag: IntGaugeVec,
     pub rebalances: IntCounterVec,
     pub id_conflicts: IntCounter,
+    pub position_gaps: IntCounter,
     pub topic_retention: IntGauge,
     /// Health flags read by `/readyz`.
     pub readiness: Arc<Readiness>,
@@ -164,6 +165,10 @@ impl Metrics {
             id_conflicts: counter(
                 "inbox_id_conflict_total",
                 "Records whose message id is in the ledger with a different payload.",
+            ),
+            position_gaps: counter(
+                "inbox_position_gap_records_total",
+                "Records the database has no position past that the topic no longer holds (retention deleted them before a restored database could re-read them).",
             ),
             topic_retention: {
                 let g = IntGauge::new(

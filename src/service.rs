@@ -12,6 +12,7 @@ use crate::config::{ConfigError, RunArgs};
 use crate::kafka::{CommittedOffsets, Dlq, InboxContext};
 use crate::metrics::{self, Metrics};
 use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
+use crate::positions::PositionSource;
 use crate::store::{self, Inbox};
 
 /// Errors that stop the service before or while it runs.
@@ -48,7 +49,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(forward_signals(stop));
 
-    let pool = store::connect(&args.database.database_url, args.db_pool_size).await?;
+    let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
     // The dedup window must be known before the first batch; wait for the
     // database rather than failing a pod that starts before it.
@@ -86,6 +87,12 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     let context = InboxContext {
         offsets: offsets.clone(),
         metrics: metrics.clone(),
+        positions: Some(PositionSource {
+            pool: pool.clone(),
+            consumer: args.inbox_consumer_name.clone(),
+            runtime: tokio::runtime::Handle::current(),
+            shutdown: shutdown.clone(),
+        }),
     };
     let consumer: InboxConsumer = InboxConsumer::from_config_and_context(
         &kafka.consumer_config(&args.kafka_group_id),

@@ -201,20 +201,35 @@ impl BatchOutcome {
     }
 }
 
+/// Where the database is, and the limits of every session.
+#[derive(Debug, Clone, Copy)]
+pub struct Connection<'a> {
+    pub url: &'a str,
+    /// `statement_timeout`; zero: none.
+    pub statement_timeout: Duration,
+    /// `lock_timeout`; zero: none.
+    pub lock_timeout: Duration,
+}
+
 /// A pool of connections to the inventory database: one for each of `lanes`
 /// concurrent batches (each keeps its own, see [`Inbox`]) and one more for
 /// everything else (the window, maintenance).
-pub async fn connect(database_url: &str, lanes: u32) -> Result<PgPool, StoreError> {
-    let options: PgConnectOptions = database_url.parse().map_err(|_| StoreError::Rejected {
+pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, StoreError> {
+    let options: PgConnectOptions = connection.url.parse().map_err(|_| StoreError::Rejected {
         sqlstate: String::new(),
         message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
     })?;
     // Generic plans: every statement is set-based over arrays, so a plan
     // does not depend on the values, while a custom plan would re-plan the
     // partitioned ledger (every partition) on each execution.
-    let options = options
-        .application_name("inventory-inbox")
-        .options([("plan_cache_mode", "force_generic_plan")]);
+    // The timeouts go in the start-up packet: no round trip of their own.
+    let statement_timeout = connection.statement_timeout.as_millis().to_string();
+    let lock_timeout = connection.lock_timeout.as_millis().to_string();
+    let options = options.application_name("inventory-inbox").options([
+        ("plan_cache_mode", "force_generic_plan"),
+        ("statement_timeout", statement_timeout.as_str()),
+        ("lock_timeout", lock_timeout.as_str()),
+    ]);
     Ok(PgPoolOptions::new()
         .max_connections(lanes + 1)
         .min_connections(0)

@@ -1,5 +1,8 @@
 //! An operator replays the whole topic from the earliest offset under a new
-//! group id, with the same logical consumer name: nothing changes.
+//! group id, with the same logical consumer name: nothing changes. The
+//! database holds the positions (SPEC §13), so a new group alone starts where
+//! the database is; the re-read is asked for on purpose with `positions set
+//! --offset earliest`.
 
 mod common;
 
@@ -58,6 +61,20 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
 
     let replay_spec = ConsumerSpec::new(&db, &topic);
     assert_ne!(replay_spec.group, first_spec.group, "a new group id");
+    let (ok, listed) = replay_spec.positions(&["list", "--json"]);
+    assert!(ok, "positions list: {listed}");
+    let at_end = listed
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|row| row["position"] == row["end"] && row["earliest"] == 0)
+        .count();
+    assert_eq!(
+        at_end, PARTITIONS as usize,
+        "every position at its partition's end: {listed}"
+    );
+    let (ok, said) = replay_spec.positions(&["set", "--offset", "earliest"]);
+    assert!(ok, "positions set: {said}");
+    assert!(said.contains("4 position(s) set"), "{said}");
     let replay = replay_spec.start();
     all_committed(replay_spec.clone()).await;
 

@@ -70,7 +70,12 @@ pub async fn measure(
             }
         })
         .collect();
-    let pool = store::connect(database_url, 1)
+    let connection = store::Connection {
+        url: database_url,
+        statement_timeout: std::time::Duration::from_secs(30),
+        lock_timeout: std::time::Duration::from_secs(5),
+    };
+    let pool = store::connect(connection, 1)
         .await
         .context("connecting to DATABASE_URL")?;
     let inbox = Inbox::new(pool, consumer.to_owned());

@@ -131,6 +131,43 @@ impl TestDb {
         }
     }
 
+    /// A copy of the whole database as it is now (a backup), by name. No
+    /// consumer may be connected; the test's own connections are closed.
+    pub async fn snapshot(&self) -> String {
+        let copy = format!("{}_backup", self.name);
+        self.admin(&[
+            format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()", self.name),
+            format!("CREATE DATABASE {copy} TEMPLATE {}", self.name),
+        ])
+        .await;
+        copy
+    }
+
+    /// Puts a snapshot back in place of the database (a restore): what was
+    /// committed since is gone. No consumer may be connected.
+    pub async fn restore(&self, snapshot: &str) {
+        self.admin(&[
+            format!("DROP DATABASE {} WITH (FORCE)", self.name),
+            format!("CREATE DATABASE {} TEMPLATE {snapshot}", self.name),
+        ])
+        .await;
+    }
+
+    async fn admin(&self, statements: &[String]) {
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(ADMIN_URL)
+            .await
+            .expect("connect to PostgreSQL as the owner role");
+        for statement in statements {
+            sqlx::query(statement)
+                .execute(&admin)
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+        admin.close().await;
+    }
+
     /// Sets the stock of SKUs (on_hand, nothing reserved).
     pub async fn seed_stock(&self, stock: &[(&str, i64)]) {
         for (sku, on_hand) in stock {
@@ -408,6 +445,27 @@ impl ConsumerSpec {
     pub fn env(mut self, key: &str, value: &str) -> ConsumerSpec {
         self.extra_env.push((key.into(), value.into()));
         self
+    }
+
+    /// Runs `inventory-inbox positions ARGS` with the consumer's settings;
+    /// its success and its standard output and error.
+    pub fn positions(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new(binary())
+            .arg("positions")
+            .args(args)
+            .env("DATABASE_URL", &self.database_url)
+            .env("KAFKA_BOOTSTRAP_SERVERS", &self.bootstrap)
+            .env("KAFKA_TOPIC", &self.topic)
+            .env("KAFKA_GROUP_ID", &self.group)
+            .env("INBOX_CONSUMER_NAME", &self.consumer_name)
+            .output()
+            .expect("run inventory-inbox positions");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
     }
 
     pub fn start(&self) -> ConsumerProcess {
@@ -743,4 +801,59 @@ impl Traffic {
             }
         })
     }
+}
+
+/// Deletes the records of `topic` before the given offset of each partition
+/// (Kafka's DeleteRecords, as `kafka-delete-records.sh` does): the log start
+/// moves there, as retention would have moved it.
+pub fn delete_records_before(topic: &str, before: &[(i32, i64)]) {
+    use rdkafka::bindings as rdsys;
+    use rdkafka::producer::BaseProducer;
+    use rdkafka::{Offset, TopicPartitionList};
+    let client: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .create()
+        .expect("admin client");
+    let mut offsets = TopicPartitionList::new();
+    for (partition, offset) in before {
+        offsets
+            .add_partition_offset(topic, *partition, Offset::Offset(*offset))
+            .expect("offset");
+    }
+    // SAFETY: every handle made here is destroyed here; librdkafka copies
+    // the list, and the result event is read before it is destroyed.
+    let (error, message) = unsafe {
+        let rk = client.client().native_ptr();
+        let queue = rdsys::rd_kafka_queue_new(rk);
+        let mut request = rdsys::rd_kafka_DeleteRecords_new(offsets.ptr());
+        rdsys::rd_kafka_DeleteRecords(rk, &mut request, 1, std::ptr::null(), queue);
+        rdsys::rd_kafka_DeleteRecords_destroy(request);
+        let event = rdsys::rd_kafka_queue_poll(queue, 30_000);
+        assert!(!event.is_null(), "DeleteRecords: no answer within 30 s");
+        let mut error = rdsys::rd_kafka_event_error(event);
+        let mut message = String::new();
+        if error == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let result = rdsys::rd_kafka_event_DeleteRecords_result(event);
+            let list = rdsys::rd_kafka_DeleteRecords_result_offsets(result);
+            for i in 0..(*list).cnt as usize {
+                let element = *(*list).elems.add(i);
+                if element.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                    error = element.err;
+                    message = format!("partition {}", element.partition);
+                }
+            }
+        } else {
+            message = std::ffi::CStr::from_ptr(rdsys::rd_kafka_event_error_string(event))
+                .to_string_lossy()
+                .into_owned();
+        }
+        rdsys::rd_kafka_event_destroy(event);
+        rdsys::rd_kafka_queue_destroy(queue);
+        (error, message)
+    };
+    assert_eq!(
+        error,
+        rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+        "DeleteRecords failed: {message}"
+    );
 }

@@ -1,0 +1,292 @@
+//! Positions in the database (SPEC §13): the next offset to read, per
+//! `(consumer, topic, partition)`, written by each batch in its own
+//! transaction (`sql/apply_batch.sql`, only forward). The database is the
+//! authority on positions as it is on duplicates: a partition assigned to
+//! this member starts where the database says, so a database restored from a
+//! backup (or failed over to a replica that lacked the last commits) reads
+//! again what it lost, although Kafka's committed offsets are past it.
+//! Kafka's committed offset is used only where the database has no position.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::{Offset, TopicPartitionList};
+use sqlx::{PgPool, Row};
+use tokio::sync::watch;
+
+use crate::batch::PartitionKey;
+use crate::metrics::Metrics;
+use crate::store::StoreError;
+
+const READ: &str = "SELECT topic, kafka_partition, next_offset FROM inbox_position
+    WHERE consumer = $1 AND topic = ANY($2::text[]) AND kafka_partition = ANY($3::int[])";
+
+const LIST: &str = "SELECT topic, kafka_partition, next_offset, updated_at FROM inbox_position
+    WHERE consumer = $1 AND ($2::text IS NULL OR topic = $2)
+    ORDER BY topic, kafka_partition";
+
+/// The only statement that moves a position backwards: an operator's
+/// deliberate re-read or skip. Returns the position before.
+const SET: &str = "WITH before AS (
+        SELECT next_offset FROM inbox_position
+        WHERE consumer = $1 AND topic = $2 AND kafka_partition = $3
+        FOR UPDATE
+    ), upsert AS (
+        INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset)
+        VALUES ($1, $2, $3, $4)
+        ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
+            SET next_offset = EXCLUDED.next_offset, updated_at = now()
+    )
+    SELECT (SELECT next_offset FROM before)";
+
+/// One row of `inbox_position`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Position {
+    pub topic: String,
+    pub partition: i32,
+    pub next_offset: i64,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The database's positions of these partitions (those it has).
+pub async fn read(
+    pool: &PgPool,
+    consumer: &str,
+    partitions: &[PartitionKey],
+) -> Result<BTreeMap<PartitionKey, i64>, StoreError> {
+    let topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
+    let rows = sqlx::query(READ)
+        .bind(consumer)
+        .bind(&topics)
+        .bind(&numbers)
+        .fetch_all(pool)
+        .await?;
+    let mut positions = BTreeMap::new();
+    for row in rows {
+        let key: PartitionKey = (row.try_get("topic")?, row.try_get("kafka_partition")?);
+        if partitions.contains(&key) {
+            positions.insert(key, row.try_get("next_offset")?);
+        }
+    }
+    Ok(positions)
+}
+
+/// Every position of the consumer, of one topic or all.
+pub async fn list(
+    pool: &PgPool,
+    consumer: &str,
+    topic: Option<&str>,
+) -> Result<Vec<Position>, StoreError> {
+    let rows = sqlx::query(LIST)
+        .bind(consumer)
+        .bind(topic)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Position {
+                topic: row.try_get("topic")?,
+                partition: row.try_get("kafka_partition")?,
+                next_offset: row.try_get("next_offset")?,
+                updated_at: row.try_get("updated_at")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
+}
+
+/// Sets a position, backwards or forwards; returns the one before, if any.
+pub async fn set(
+    pool: &PgPool,
+    consumer: &str,
+    topic: &str,
+    partition: i32,
+    next_offset: i64,
+) -> Result<Option<i64>, StoreError> {
+    Ok(sqlx::query_scalar(SET)
+        .bind(consumer)
+        .bind(topic)
+        .bind(partition)
+        .bind(next_offset)
+        .fetch_one(pool)
+        .await?)
+}
+
+/// Reads positions for the rebalance callback, which librdkafka calls
+/// synchronously from inside `recv`.
+pub struct PositionSource {
+    pub pool: PgPool,
+    pub consumer: String,
+    pub runtime: tokio::runtime::Handle,
+    /// Set at shutdown: stop waiting for an unreachable database.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl PositionSource {
+    /// The database's positions of `partitions`, waiting (with backoff) for
+    /// the database when it is unreachable: starting elsewhere could skip
+    /// what a restored database lacks. `None` at shutdown.
+    fn read_blocking(&self, partitions: &[PartitionKey]) -> Option<BTreeMap<PartitionKey, i64>> {
+        let wait = async {
+            let mut delay = Duration::from_millis(200);
+            let mut shutdown = self.shutdown.clone();
+            loop {
+                if *shutdown.borrow() {
+                    return None;
+                }
+                match read(&self.pool, &self.consumer, partitions).await {
+                    Ok(positions) => return Some(positions),
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot read the database's positions of the assigned partitions; retrying");
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        };
+        // The callback runs on a worker of the service's runtime: let it
+        // block there while the other workers drive the database I/O.
+        match tokio::runtime::Handle::try_current() {
+            Ok(current)
+                if current.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                tokio::task::block_in_place(|| self.runtime.block_on(wait))
+            }
+            Ok(_) => {
+                tracing::error!("positions can only be read from a multi-threaded runtime");
+                None
+            }
+            Err(_) => self.runtime.block_on(wait),
+        }
+    }
+
+    /// Sets the start offset of each newly assigned partition to the
+    /// database's position where it has one. A position older than the
+    /// partition's log start (retention deleted what the database lacks) is
+    /// reported loudly, counted, and the partition starts at its log start.
+    /// Returns false when shutdown came first (nothing was read).
+    pub fn start_at_positions<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        assigned: &mut TopicPartitionList,
+        metrics: &Metrics,
+    ) -> bool {
+        let partitions: Vec<PartitionKey> = assigned
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_owned(), e.partition()))
+            .collect();
+        let Some(positions) = self.read_blocking(&partitions) else {
+            return false;
+        };
+        for ((topic, partition), next) in &positions {
+            let start = match consumer.fetch_watermarks(topic, *partition, Duration::from_secs(10))
+            {
+                Ok((log_start, _)) if *next < log_start => {
+                    let missing = log_start - next;
+                    tracing::error!(
+                        topic,
+                        partition,
+                        database_position = next,
+                        log_start,
+                        missing,
+                        "the database's position is older than the partition's earliest offset: {missing} records it lacks cannot be read again (retention deleted them); continuing from the earliest offset"
+                    );
+                    metrics.position_gaps.inc_by(missing.unsigned_abs());
+                    log_start
+                }
+                Ok((_, end)) if *next > end => {
+                    tracing::warn!(
+                        topic,
+                        partition,
+                        database_position = next,
+                        end,
+                        "the database's position is past the end of the partition (a re-created topic?); auto.offset.reset decides where it starts"
+                    );
+                    *next
+                }
+                Ok(_) => *next,
+                Err(error) => {
+                    tracing::warn!(%error, topic, partition, "cannot read the partition's offsets; starting at the database's position unchecked");
+                    *next
+                }
+            };
+            if let Err(error) =
+                assigned.set_partition_offset(topic, *partition, Offset::Offset(start))
+            {
+                tracing::error!(%error, topic, partition, "cannot set the start offset");
+            }
+        }
+        tracing::info!(
+            from_database = positions.len(),
+            from_kafka = partitions.len() - positions.len(),
+            "start offsets of the assigned partitions: the database's positions, Kafka's committed offsets where it has none"
+        );
+        true
+    }
+}
+
+/// A partition as Kafka sees it, for `positions list` and `positions set`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PartitionOffsets {
+    pub partition: i32,
+    /// The log start: the earliest offset still held.
+    pub earliest: i64,
+    /// The high watermark: the offset the next record will get.
+    pub end: i64,
+    /// The group's committed offset, if any.
+    pub committed: Option<i64>,
+}
+
+/// The topic's partitions with their offsets and the group's commits (a
+/// client of the group that never joins it: nothing is consumed).
+pub async fn kafka_offsets(
+    settings: &crate::kafka::KafkaSettings,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<PartitionOffsets>, rdkafka::error::KafkaError> {
+    let config = settings.consumer_config(group);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let consumer: BaseConsumer = config.create()?;
+        let metadata = consumer.fetch_metadata(Some(&topic), timeout)?;
+        let mut list = TopicPartitionList::new();
+        for found in metadata.topics() {
+            if let Some(error) = found.error() {
+                return Err(rdkafka::error::KafkaError::MetadataFetch(error.into()));
+            }
+            for partition in found.partitions() {
+                list.add_partition(&topic, partition.id());
+            }
+        }
+        let committed = consumer.committed_offsets(list.clone(), timeout)?;
+        let mut offsets = Vec::new();
+        for element in list.elements() {
+            let (earliest, end) =
+                consumer.fetch_watermarks(&topic, element.partition(), timeout)?;
+            let committed = committed
+                .find_partition(&topic, element.partition())
+                .and_then(|e| match e.offset() {
+                    Offset::Offset(offset) => Some(offset),
+                    _ => None,
+                });
+            offsets.push(PartitionOffsets {
+                partition: element.partition(),
+                earliest,
+                end,
+                committed,
+            });
+        }
+        offsets.sort_by_key(|o| o.partition);
+        Ok(offsets)
+    })
+    .await
+    .expect("the Kafka query does not panic")
+}

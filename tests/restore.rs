@@ -1,0 +1,90 @@
+//! A database restored from a backup (or failed over to a replica that had
+//! not received the last commits) is behind Kafka's committed offsets. The
+//! database is the authority on positions (SPEC §13): the consumer starts
+//! each partition where the restored database says and applies again what
+//! the restore took away, exactly once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const PARTITIONS: i32 = 3;
+const SKUS: [&str; 6] = ["SKU-1", "SKU-2", "SKU-3", "SKU-4", "SKU-5", "SKU-6"];
+
+#[tokio::test]
+async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
+    let topic = fresh_topic(PARTITIONS).await;
+    let db = TestDb::new().await;
+    let stock: Vec<(&str, i64)> = SKUS.iter().map(|sku| (*sku, 1_000_000)).collect();
+    db.seed_stock(&stock).await;
+    // 3,000 orders (and an exact duplicate after every 50th), produced in
+    // three parts of 1,000, 1,500 and 500 orders.
+    let traffic = Traffic::orders("RESTORE", &SKUS, 3_000, 50, 10);
+    let cut = |orders: usize| orders + orders / 50;
+    let (first, second) = (cut(1_000), cut(2_500));
+    let spec = ConsumerSpec::new(&db, &topic);
+    let producer = producer();
+    let committed_through = |records: usize| {
+        wait_all_committed(
+            &spec.group,
+            &topic,
+            PARTITIONS,
+            records as i64,
+            Duration::from_secs(90),
+        )
+    };
+
+    produce(&producer, &topic, &traffic.records[..first]).await;
+    let consumer = spec.start();
+    committed_through(first).await;
+    consumer.stop().await;
+    assert_eq!(db.ledger_rows().await, 1_000);
+    let backup = db.snapshot().await;
+
+    produce(&producer, &topic, &traffic.records[first..second]).await;
+    let consumer = spec.start();
+    committed_through(second).await;
+    consumer.stop().await;
+    assert_eq!(db.ledger_rows().await, 2_500);
+
+    // The restore: the database forgets the last 1,500 orders, while
+    // Kafka's committed offsets stay past them.
+    db.restore(&backup).await;
+    assert_eq!(db.ledger_rows().await, 1_000, "the restored ledger");
+    let kafka_before: i64 = committed_offsets(&spec.group, &topic, PARTITIONS)
+        .values()
+        .sum();
+    assert_eq!(
+        kafka_before, second as i64,
+        "Kafka is ahead of the database"
+    );
+
+    produce(&producer, &topic, &traffic.records[second..]).await;
+    let consumer = spec.start();
+    wait_for_ledger(&db, 3_000, Duration::from_secs(90)).await;
+    committed_through(traffic.records.len()).await;
+    assert!(
+        consumer
+            .log_text()
+            .contains("start offsets of the assigned partitions"),
+        "the consumer says where it starts"
+    );
+    assert_eq!(
+        consumer.metric("inbox_processed_total").await,
+        2_000.0,
+        "the 1,500 orders the restore took away and the 500 new ones"
+    );
+    consumer.stop().await;
+    traffic.assert_applied_once(&db).await;
+
+    let positions: i64 = db
+        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
+        .await;
+    assert_eq!(
+        positions,
+        traffic.records.len() as i64,
+        "positions at the end of every partition"
+    );
+}
