@@ -13,7 +13,8 @@
 //! 3. `restart-database`: PostgreSQL restarted twice (`--restart-database-cmd`).
 //! 4. `kill-broker`: kill -9 of the Kafka broker (`--kill-broker-cmd`), then
 //!    started again (`--start-broker-cmd`).
-//! 5. `replay`: a consumer under a new group re-reads the whole topic from
+//! 5. `replay`: the positions set back to the earliest offsets (`positions
+//!    set`), a consumer under a new group re-reads the whole topic from
 //!    the earliest offset while the load goes on: everything of scenarios
 //!    1–4 arrives again and must change nothing.
 //!
@@ -470,9 +471,10 @@ impl Injector<'_> {
             }
             Scenario::Replay => {
                 let at = Instant::now();
+                self.members[0].rewind_positions().await?;
                 self.members[0].start()?;
                 faults.push(
-                    self.recovered("new group from the earliest offset", at)
+                    self.recovered("positions to the earliest offset, new group", at)
                         .await?,
                 );
             }

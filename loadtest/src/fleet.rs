@@ -102,6 +102,32 @@ impl Member {
         Ok(())
     }
 
+    /// Moves the consumer's positions in the database back to the earliest
+    /// offsets (`inventory-inbox positions set --offset earliest`): the
+    /// database is the authority on where partitions start, so a re-read of
+    /// the topic is asked for there, not by a new group alone.
+    pub async fn rewind_positions(&self) -> Result<()> {
+        let output = Command::new(&self.config.binary)
+            .args(["positions", "set", "--offset", "earliest"])
+            .env("DATABASE_URL", &self.config.database_url)
+            .env("KAFKA_BOOTSTRAP_SERVERS", &self.config.bootstrap_servers)
+            .env("KAFKA_TOPIC", &self.config.topic)
+            .env("KAFKA_GROUP_ID", &self.config.group)
+            .env("INBOX_CONSUMER_NAME", &self.config.consumer_name)
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {} positions set", self.config.binary.display()))?;
+        if !output.status.success() {
+            bail!(
+                "positions set --offset earliest failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
     /// Waits until `/readyz` answers 200; fails if the process exits.
     pub async fn wait_ready(&mut self) -> Result<()> {
         let started = Instant::now();
