@@ -40,14 +40,29 @@
 -- one element per order line of the candidates: $15 ordinal of its record,
 -- $16 sku, $17 quantity, $18 whether another candidate names the same
 -- (order_id, sku); one per partition: $19 topic, $20 partition, $21 next
--- offset. $1 is the ledger's consumer.
-WITH record AS MATERIALIZED (
+-- offset, $22 the position the consumer last wrote for it (null: none yet).
+-- $1 is the ledger's consumer.
+--
+-- 0. Before anything: a partition whose position in the database is behind
+--    the one this consumer wrote ($22) means the database went back (a
+--    restore, a failover to a lagging replica). The function raises
+--    (SQLSTATE IX001), so nothing of the batch commits and the consumer reads
+--    the partition again from the database's position.
+WITH position_check AS MATERIALIZED (
+    SELECT inbox_position_behind(n.topic, n.kafka_partition, p.next_offset, n.expected)
+    FROM UNNEST($19::text[], $20::int[], $22::bigint[]) AS n(topic, kafka_partition, expected)
+    LEFT JOIN inbox_position p
+           ON p.consumer = $1 AND p.topic = n.topic AND p.kafka_partition = n.kafka_partition
+    WHERE n.expected IS NOT NULL AND (p.next_offset IS NULL OR p.next_offset < n.expected)
+),
+record AS MATERIALIZED (
     SELECT *
     FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
                 $8::text[], $9::bigint[], $10::int[])
          WITH ORDINALITY
          AS r(topic, kafka_partition, kafka_offset, kind, event_day, message_id, order_id,
               payload_hash, first_ord, ord)
+    WHERE (SELECT count(*) FROM position_check) = 0
 ),
 line AS MATERIALIZED (
     SELECT l.ord AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, l.shared,

@@ -121,6 +121,18 @@ impl CommittedOffsets {
         owned
     }
 
+    /// The database went back for a partition this member reads again from
+    /// `position` (`None`: from its beginning): the offset to commit goes back
+    /// with it, and is sent to Kafka again.
+    pub fn rewind(&self, key: &PartitionKey, position: Option<i64>) {
+        let mut next = self.next.lock().expect("offsets lock");
+        match position {
+            Some(position) => next.insert(key.clone(), position),
+            None => next.remove(key),
+        };
+        self.confirmed.lock().expect("confirmed lock").remove(key);
+    }
+
     /// Partitions newly assigned to this member.
     pub fn assign(&self, partitions: &TopicPartitionList) {
         let mut assigned = self.assigned.lock().expect("assigned lock");

@@ -17,7 +17,7 @@
 //! - On shutdown: stop fetching, finish the batch in hand, commit
 //!   synchronously, leave the group.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use rand::Rng;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::Offset;
 use tokio::sync::watch;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
@@ -303,7 +304,7 @@ impl Pipeline {
                     }
                     Err(error) => {
                         tracing::warn!(%error, "batch rolled back; retrying");
-                        (Vec::new(), BatchOutcome::default(), Some(batch))
+                        (Vec::new(), BatchOutcome::default(), Some((batch, error)))
                     }
                 }
             }))
@@ -319,7 +320,14 @@ impl Pipeline {
         // Partitions revoked while retrying: their records in later batches
         // belong to the new owner.
         let mut gone: Vec<PartitionKey> = Vec::new();
-        for mut batch in remaining {
+        for (mut batch, error) in remaining {
+            if let StoreError::PositionBehind { positions } = &error {
+                self.metrics
+                    .db_retries
+                    .with_label_values(&["position_behind"])
+                    .inc();
+                self.read_again(positions, &mut batch, carry);
+            }
             batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
             match self
                 .apply_with_retry(batch, carry, shutdown, &mut gone)
@@ -360,6 +368,13 @@ impl Pipeline {
             }
             match self.inbox.apply(&records).await {
                 Ok(outcome) => break Some(outcome),
+                Err(StoreError::PositionBehind { positions }) => {
+                    self.metrics
+                        .db_retries
+                        .with_label_values(&["position_behind"])
+                        .inc();
+                    self.read_again(&positions, &mut records, carry);
+                }
                 Err(error) => {
                     let reason = error.retry_reason();
                     self.metrics.db_retries.with_label_values(&[reason]).inc();
@@ -424,6 +439,52 @@ impl Pipeline {
             }
         }
         gone.extend(self.purge_revoked(records, carry));
+    }
+
+    /// The database went back (restored, or failed over to a replica that
+    /// lacked the last commits) while this member kept reading: its
+    /// positions of these partitions are behind what was applied and
+    /// committed. Reads each partition again from the database's position
+    /// (its beginning where the database has none), dropping the records in
+    /// hand, which come after what the database lacks.
+    fn read_again(
+        &self,
+        positions: &BTreeMap<PartitionKey, Option<i64>>,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) {
+        for ((topic, partition), position) in positions {
+            let offset = match position {
+                Some(next) => Offset::Offset(tokio::task::block_in_place(|| {
+                    crate::positions::checked_start(
+                        &*self.consumer,
+                        topic,
+                        *partition,
+                        *next,
+                        &self.metrics,
+                    )
+                })),
+                None => Offset::Beginning,
+            };
+            tracing::error!(
+                topic,
+                partition,
+                database_position = ?position,
+                "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
+            );
+            let sought = tokio::task::block_in_place(|| {
+                self.consumer
+                    .seek(topic, *partition, offset, Duration::from_secs(10))
+            });
+            if let Err(error) = sought {
+                tracing::error!(%error, topic, partition, "seek failed");
+            }
+            self.offsets
+                .rewind(&(topic.to_owned(), *partition), *position);
+        }
+        let again = |r: &InboundRecord| positions.contains_key(&(r.topic.clone(), r.partition));
+        records.retain(|r| !again(r));
+        carry.retain(|r| !again(r));
     }
 
     fn pause_all(&self) -> bool {

@@ -186,37 +186,7 @@ impl PositionSource {
             return false;
         };
         for ((topic, partition), next) in &positions {
-            let start = match consumer.fetch_watermarks(topic, *partition, Duration::from_secs(10))
-            {
-                Ok((log_start, _)) if *next < log_start => {
-                    let missing = log_start - next;
-                    tracing::error!(
-                        topic,
-                        partition,
-                        database_position = next,
-                        log_start,
-                        missing,
-                        "the database's position is older than the partition's earliest offset: {missing} records it lacks cannot be read again (retention deleted them); continuing from the earliest offset"
-                    );
-                    metrics.position_gaps.inc_by(missing.unsigned_abs());
-                    log_start
-                }
-                Ok((_, end)) if *next > end => {
-                    tracing::warn!(
-                        topic,
-                        partition,
-                        database_position = next,
-                        end,
-                        "the database's position is past the end of the partition (a re-created topic?); auto.offset.reset decides where it starts"
-                    );
-                    *next
-                }
-                Ok(_) => *next,
-                Err(error) => {
-                    tracing::warn!(%error, topic, partition, "cannot read the partition's offsets; starting at the database's position unchecked");
-                    *next
-                }
-            };
+            let start = checked_start(consumer, topic, *partition, *next, metrics);
             if let Err(error) =
                 assigned.set_partition_offset(topic, *partition, Offset::Offset(start))
             {
@@ -229,6 +199,50 @@ impl PositionSource {
             "start offsets of the assigned partitions: the database's positions, Kafka's committed offsets where it has none"
         );
         true
+    }
+}
+
+/// Where a partition starts from the database's position `next`: there,
+/// unless it is older than the partition's log start (retention deleted
+/// what the database lacks): then the error is logged, the records counted in
+/// `inbox_position_gap_records_total`, and it starts at the log start.
+/// Blocks for the broker's answer.
+pub fn checked_start<C: ConsumerContext>(
+    consumer: &impl Consumer<C>,
+    topic: &str,
+    partition: i32,
+    next: i64,
+    metrics: &Metrics,
+) -> i64 {
+    match consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)) {
+        Ok((log_start, _)) if next < log_start => {
+            let missing = log_start - next;
+            tracing::error!(
+                topic,
+                partition,
+                database_position = next,
+                log_start,
+                missing,
+                "the database's position is older than the partition's earliest offset: {missing} records it lacks cannot be read again (retention deleted them); continuing from the earliest offset"
+            );
+            metrics.position_gaps.inc_by(missing.unsigned_abs());
+            log_start
+        }
+        Ok((_, end)) if next > end => {
+            tracing::warn!(
+                topic,
+                partition,
+                database_position = next,
+                end,
+                "the database's position is past the end of the partition (a re-created topic?); auto.offset.reset decides where it starts"
+            );
+            next
+        }
+        Ok(_) => next,
+        Err(error) => {
+            tracing::warn!(%error, topic, partition, "cannot read the partition's offsets; starting at the database's position unchecked");
+            next
+        }
     }
 }
 

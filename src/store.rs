@@ -75,6 +75,15 @@ pub enum StoreError {
     /// records, never blame the batch.
     #[error("no ledger partition for a record of the batch: {message}")]
     MissingPartition { message: String },
+    /// The database's position of a partition is behind the one this
+    /// consumer wrote (the database was restored, or failed over to a replica
+    /// that lacked the last commits): nothing of the batch committed. The
+    /// partitions behind, with the database's position (`None`: it has
+    /// none); the consumer reads them again from there.
+    #[error("the database went back: its positions are behind this consumer's for {} partition(s)", positions.len())]
+    PositionBehind {
+        positions: BTreeMap<PartitionKey, Option<i64>>,
+    },
     /// The database does not hold the schema this binary needs.
     #[error("{0}")]
     Schema(String),
@@ -85,7 +94,7 @@ pub enum StoreError {
 /// Every value of `inbox_db_retries_total{reason}` (those of
 /// [`StoreError::retry_reason`]), so that each series exists from the first
 /// scrape.
-pub const RETRY_REASONS: [&str; 12] = [
+pub const RETRY_REASONS: [&str; 13] = [
     "serialization_failure",
     "deadlock",
     "too_many_connections",
@@ -98,6 +107,7 @@ pub const RETRY_REASONS: [&str; 12] = [
     "database_error",
     "rejected",
     "missing_partition",
+    "position_behind",
 ];
 
 impl StoreError {
@@ -111,6 +121,7 @@ impl StoreError {
             }
             StoreError::Rejected { .. } => "rejected",
             StoreError::MissingPartition { .. } => "missing_partition",
+            StoreError::PositionBehind { .. } => "position_behind",
         }
     }
 }
@@ -130,6 +141,10 @@ impl From<sqlx::Error> for StoreError {
                     "53300" => transient("too_many_connections"),
                     "55P03" => transient("lock_not_available"),
                     "57014" => transient("query_canceled"),
+                    // inbox_position_behind: which partitions, the inbox finds out.
+                    "IX001" => StoreError::PositionBehind {
+                        positions: BTreeMap::new(),
+                    },
                     // The partition routing of the ledger, whatever the
                     // language of the server's messages.
                     "23514" if db.table() == Some(LEDGER_TABLE) && db.constraint().is_none() => {
@@ -348,6 +363,10 @@ pub struct Inbox {
     idle: Mutex<Vec<PoolConnection<Postgres>>>,
     /// The last few timed window reads, for [`Inbox::round_trip`].
     round_trips: Mutex<Vec<Duration>>,
+    /// The position this inbox last wrote per partition: a database whose
+    /// position is behind it went back, and the batch statement refuses to
+    /// go on there (`PositionBehind`).
+    written: Mutex<BTreeMap<PartitionKey, i64>>,
 }
 
 impl Inbox {
@@ -358,6 +377,7 @@ impl Inbox {
             window: Mutex::new((DedupWindow::default(), None)),
             idle: Mutex::new(Vec::new()),
             round_trips: Mutex::new(Vec::new()),
+            written: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -582,15 +602,63 @@ impl Inbox {
             None => self.pool.acquire().await?,
         };
         let result = self.apply_in(&mut connection, batch, &positions).await;
+        let result = match result {
+            Ok(outcome) => {
+                let mut written = self.written.lock().expect("written lock");
+                for (key, next) in &positions {
+                    let entry = written.entry(key.clone()).or_insert(*next);
+                    *entry = (*entry).max(*next);
+                }
+                Ok(outcome)
+            }
+            Err(StoreError::PositionBehind { .. }) => self.positions_behind(&positions).await,
+            Err(other) => Err(other),
+        };
         // After a refused statement the connection is as good as before;
         // after any other failure the pool checks it, or replaces it.
         if matches!(
             result,
-            Ok(_) | Err(StoreError::Rejected { .. } | StoreError::MissingPartition { .. })
+            Ok(_)
+                | Err(StoreError::Rejected { .. }
+                    | StoreError::MissingPartition { .. }
+                    | StoreError::PositionBehind { .. })
         ) {
             self.idle.lock().expect("idle lock").push(connection);
         }
         result
+    }
+
+    /// After the statement refused a batch for positions behind this
+    /// inbox's: which partitions, and where the database is. They are
+    /// forgotten as written, so that the batches read again from there go.
+    async fn positions_behind(
+        &self,
+        positions: &BTreeMap<PartitionKey, i64>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let keys: Vec<PartitionKey> = positions.keys().cloned().collect();
+        let stored = crate::positions::read(&self.pool, &self.consumer, &keys).await?;
+        let mut written = self.written.lock().expect("written lock");
+        let mut behind = BTreeMap::new();
+        for key in keys {
+            let database = stored.get(&key).copied();
+            if let Some(mine) = written.get(&key).copied() {
+                if database.is_none_or(|d| d < mine) {
+                    behind.insert(key.clone(), database);
+                    match database {
+                        Some(d) => written.insert(key, d),
+                        None => written.remove(&key),
+                    };
+                }
+            }
+        }
+        if behind.is_empty() {
+            // Moved forward since (another member): simply try again.
+            return Err(StoreError::Transient {
+                reason: "position_behind",
+                message: "the database's position moved while it was checked".into(),
+            });
+        }
+        Err(StoreError::PositionBehind { positions: behind })
     }
 
     /// The batch statement, on the given connection: its own transaction
@@ -611,6 +679,13 @@ impl Inbox {
             .iter()
             .map(|((topic, partition), next)| (topic.as_str(), (*partition, *next)))
             .unzip();
+        let expected: Vec<Option<i64>> = {
+            let written = self.written.lock().expect("written lock");
+            positions
+                .keys()
+                .map(|key| written.get(key).copied())
+                .collect()
+        };
         // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
         // sends only after the implicit transaction committed: a commit that
         // fails is an error here, never a batch reported as applied.
@@ -636,6 +711,7 @@ impl Inbox {
             .bind(&position_topics)
             .bind(&position_partitions)
             .bind(&next_offsets)
+            .bind(&expected)
             .fetch_one(connection)
             .await?;
         batch_outcome(batch, &row)

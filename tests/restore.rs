@@ -88,3 +88,64 @@ async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
         "positions at the end of every partition"
     );
 }
+
+/// The same restore, under a consumer that keeps running: its connections
+/// are cut, it connects to the restored database, whose positions are behind
+/// the ones it wrote; the batch statement refuses to go on there, and the
+/// consumer reads those partitions again from the database's positions.
+#[tokio::test]
+async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
+    let topic = fresh_topic(PARTITIONS).await;
+    let db = TestDb::new().await;
+    let stock: Vec<(&str, i64)> = SKUS.iter().map(|sku| (*sku, 1_000_000)).collect();
+    db.seed_stock(&stock).await;
+    let traffic = Traffic::orders("LIVE", &SKUS, 3_000, 50, 10);
+    let cut = |orders: usize| orders + orders / 50;
+    let (first, second) = (cut(1_000), cut(2_500));
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    // The owner role, whose sessions the backup and the restore may end.
+    spec.database_url = db.url.clone();
+    let producer = producer();
+    let committed_through = |records: usize| {
+        wait_all_committed(
+            &spec.group,
+            &topic,
+            PARTITIONS,
+            records as i64,
+            Duration::from_secs(90),
+        )
+    };
+
+    let consumer = spec.start();
+    produce(&producer, &topic, &traffic.records[..first]).await;
+    committed_through(first).await;
+    let backup = db.snapshot().await;
+    produce(&producer, &topic, &traffic.records[first..second]).await;
+    committed_through(second).await;
+    assert_eq!(db.ledger_rows().await, 2_500);
+
+    db.restore(&backup).await;
+    assert_eq!(db.ledger_rows().await, 1_000, "the restored ledger");
+
+    produce(&producer, &topic, &traffic.records[second..]).await;
+    wait_for_ledger(&db, 3_000, Duration::from_secs(90)).await;
+    committed_through(traffic.records.len()).await;
+    assert!(
+        consumer
+            .log_text()
+            .contains("reading the partition again from the database's position"),
+        "the consumer says it reads again"
+    );
+    assert!(
+        consumer
+            .metric("inbox_db_retries_total{reason=\"position_behind\"}")
+            .await
+            >= 1.0
+    );
+    consumer.stop().await;
+    traffic.assert_applied_once(&db).await;
+    let positions: i64 = db
+        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
+        .await;
+    assert_eq!(positions, traffic.records.len() as i64);
+}

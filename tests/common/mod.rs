@@ -134,12 +134,24 @@ impl TestDb {
     /// A copy of the whole database as it is now (a backup), by name. No
     /// consumer may be connected; the test's own connections are closed.
     pub async fn snapshot(&self) -> String {
-        let copy = format!("{}_backup", self.name);
-        self.admin(&[
-            format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()", self.name),
-            format!("CREATE DATABASE {copy} TEMPLATE {}", self.name),
-        ])
-        .await;
+        let copy = format!("{}_backup_{}", self.name, unique("b"));
+        // A consumer of the owner role may connect again in between: retry.
+        for attempt in 1.. {
+            let copied = self
+                .try_admin(&[
+                    format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()", self.name),
+                    format!("CREATE DATABASE {copy} TEMPLATE {}", self.name),
+                ])
+                .await;
+            match copied {
+                Ok(()) => break,
+                Err(error) if attempt < 20 => {
+                    eprintln!("snapshot: {error}; again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!("snapshot of {}: {error}", self.name),
+            }
+        }
         copy
     }
 
@@ -151,6 +163,22 @@ impl TestDb {
             format!("CREATE DATABASE {} TEMPLATE {snapshot}", self.name),
         ])
         .await;
+    }
+
+    async fn try_admin(&self, statements: &[String]) -> Result<(), String> {
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(ADMIN_URL)
+            .await
+            .expect("connect to PostgreSQL as the owner role");
+        for statement in statements {
+            if let Err(error) = sqlx::query(statement).execute(&admin).await {
+                admin.close().await;
+                return Err(format!("{statement}: {error}"));
+            }
+        }
+        admin.close().await;
+        Ok(())
     }
 
     async fn admin(&self, statements: &[String]) {
