@@ -176,6 +176,100 @@ impl PrivatePostgres {
         self.running = true;
     }
 
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A streaming standby of this server (`pg_basebackup -R`, asynchronous,
+    /// hot), started and following it. Its own directory and port.
+    pub fn standby(&self) -> PrivatePostgres {
+        let dir = server_dir();
+        let port = free_port();
+        let mut standby = PrivatePostgres {
+            dir,
+            port,
+            running: false,
+        };
+        standby.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                SERVER_USER,
+                "-D",
+                &standby.data_dir(),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            ],
+        );
+        // The primary's settings came with the copy; the later lines win.
+        let conf = Path::new(&standby.data_dir()).join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).expect("read postgresql.conf");
+        text.push_str(&format!(
+            "\n# standby\nport = {port}\nunix_socket_directories = '{}'\nhot_standby = on\n",
+            standby.dir.display()
+        ));
+        std::fs::write(&conf, text).expect("write postgresql.conf");
+        standby.start_again();
+        standby
+    }
+
+    /// Runs SQL as the superuser; its output, unaligned and tuples only.
+    pub fn sql(&self, statement: &str) -> String {
+        let program = Path::new(BIN_DIR).join("psql");
+        let output = as_server_user(
+            &program,
+            &[
+                "-X",
+                "-A",
+                "-t",
+                "-h",
+                &self.dir.display().to_string(),
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                SERVER_USER,
+                "-d",
+                DATABASE,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                statement,
+            ],
+        )
+        .output()
+        .expect("run psql");
+        assert!(
+            output.status.success(),
+            "{statement}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// kill -9 of the postmaster, as a crashed machine: no shutdown at all.
+    pub fn kill_nine(&mut self) {
+        let pid_file = Path::new(&self.data_dir()).join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file).expect("read postmaster.pid");
+        let pid: i32 = text
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("a pid in postmaster.pid");
+        // SAFETY: kill has no memory-safety preconditions.
+        let killed = unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(killed, 0, "kill -9 {pid}");
+        self.running = false;
+    }
+
     fn data_dir(&self) -> String {
         self.dir.join("data").display().to_string()
     }

@@ -98,3 +98,59 @@ async fn forward(client: TcpStream, server: TcpStream, round_trips: Arc<AtomicU6
     };
     tokio::join!(upstream, downstream);
 }
+
+/// A TCP endpoint in front of a database, as a cluster endpoint's DNS name is:
+/// it forwards new connections to its current target, and on a switch cuts
+/// the connections it carries, as a failed primary does.
+pub struct Endpoint {
+    pub port: u16,
+    target: Arc<std::sync::Mutex<SocketAddr>>,
+    connections: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Endpoint {
+    pub async fn start(target: SocketAddr) -> Endpoint {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind endpoint");
+        let port = listener.local_addr().expect("endpoint address").port();
+        let target = Arc::new(std::sync::Mutex::new(target));
+        let connections = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (current, carried) = (target.clone(), connections.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let to = *current.lock().unwrap();
+                let task = tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(to).await {
+                        forward(client, server, Arc::new(AtomicU64::new(0))).await;
+                    }
+                });
+                carried.lock().unwrap().push(task);
+            }
+        });
+        Endpoint {
+            port,
+            target,
+            connections,
+            accept,
+        }
+    }
+
+    /// New connections go to `target`; those carried so far are cut.
+    pub fn switch(&self, target: SocketAddr) {
+        *self.target.lock().unwrap() = target;
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.accept.abort();
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
