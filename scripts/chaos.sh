@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The fault suite under load (make chaos): on a fresh database and topic of
-# the local services, `inbox-loadgen chaos` drives the generator while it
-# kills consumers, storms the group, restarts PostgreSQL, kills the Kafka
-# broker and replays the topic under a new group, reconciling after each.
+# the local broker and of a PostgreSQL primary with a streaming standby of
+# its own (scripts/db-pair.sh, behind one endpoint), `inbox-loadgen chaos`
+# drives the generator while it kills consumers, storms the group, restarts
+# PostgreSQL, kills the Kafka broker, replays the topic under a new group and
+# fails the database over to its lagging standby, reconciling after each.
 #
 #   scripts/chaos.sh [--seconds S] [--rate N] [-- extra inbox-loadgen chaos flags]
 #
@@ -10,8 +12,8 @@
 # twice, lost, time to recover) and leaves the JSON report and every
 # consumer's log in .local/chaos/; exits non-zero when a scenario fails.
 #
-# It restarts the shared PostgreSQL and kills the shared broker: do not run
-# it beside `make test`.
+# It kills the shared broker: do not run it beside `make test`. The shared
+# PostgreSQL is not touched.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +32,8 @@ while (($#)); do
 done
 
 BIN="$REPO/target/release"
-PG=postgres://inventory:inventory@127.0.0.1:5432
+PG=$(scripts/db-pair.sh up)
+trap 'scripts/db-pair.sh down' EXIT
 run_id="chaos_$(date +%Y%m%d%H%M%S)_$$"
 out=.local/chaos
 mkdir -p "$out"
@@ -49,7 +52,9 @@ DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" chaos \
     --consumer-bin "$BIN/inventory-inbox" \
     --consumer-env "DLQ_TOPIC=$run_id.dlq" \
     --consumer-env KAFKA_PROPERTY_SESSION_TIMEOUT_MS=10000 \
-    --restart-database-cmd "scripts/services.sh restart-postgres" \
+    --restart-database-cmd "scripts/db-pair.sh restart" \
+    --cut-replica-cmd "scripts/db-pair.sh cut" \
+    --failover-database-cmd "scripts/db-pair.sh failover" \
     --kill-broker-cmd "scripts/services.sh kill-kafka" \
     --start-broker-cmd "scripts/services.sh up" \
     --log-dir "$out" --report "$out/report.json" "${extra[@]}"

@@ -17,6 +17,11 @@
 //!    set`), a consumer under a new group re-reads the whole topic from
 //!    the earliest offset while the load goes on: everything of scenarios
 //!    1–4 arrives again and must change nothing.
+//! 6. `failover-database`: the database's asynchronous standby is cut off
+//!    from its primary (`--cut-replica-cmd`) while the load goes on, then the
+//!    primary is killed with -9 and the standby, which lacks the last
+//!    commits, promoted in its place (`--failover-database-cmd`): the
+//!    consumer, still running, must read again what the new primary lacks.
 //!
 //! Time to recover, per fault: from the fault until the group's committed
 //! offsets reached the topic's end offsets as of the moment the fault was
@@ -25,7 +30,7 @@
 //! instant everything sent before the repair is applied. The outage, from
 //! the fault to its repair, is part of it and reported too.
 //!
-//! The single consumer of scenarios 1 and 3–5 is a static member
+//! The single consumer of scenarios 1 and 3–6 is a static member
 //! (`group.instance.id`), as a deployment that restarts consumers in place
 //! runs it; the storm's members are dynamic and leave the group when
 //! stopped.
@@ -60,6 +65,7 @@ pub enum Scenario {
     RestartDatabase,
     KillBroker,
     Replay,
+    FailoverDatabase,
 }
 
 impl Scenario {
@@ -70,6 +76,7 @@ impl Scenario {
             Scenario::RestartDatabase => "restart-database",
             Scenario::KillBroker => "kill-broker",
             Scenario::Replay => "replay",
+            Scenario::FailoverDatabase => "failover-database",
         }
     }
 }
@@ -95,7 +102,7 @@ pub struct ChaosArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "kill-consumer,rebalance-storm,restart-database,kill-broker,replay"
+        default_value = "kill-consumer,rebalance-storm,restart-database,kill-broker,replay,failover-database"
     )]
     scenarios: Vec<Scenario>,
 
@@ -118,6 +125,16 @@ pub struct ChaosArgs {
     /// Shell command restarting PostgreSQL; returns once it answers again.
     #[arg(long, value_name = "COMMAND")]
     restart_database_cmd: Option<String>,
+
+    /// Shell command cutting the database's standby off from its primary
+    /// (it stops receiving WAL), so that it lacks what follows.
+    #[arg(long, value_name = "COMMAND")]
+    cut_replica_cmd: Option<String>,
+
+    /// Shell command killing the primary with -9, promoting the standby and
+    /// pointing the database's endpoint at it; returns once it answers.
+    #[arg(long, value_name = "COMMAND")]
+    failover_database_cmd: Option<String>,
 
     /// Shell command killing the Kafka broker with -9.
     #[arg(long, value_name = "COMMAND")]
@@ -166,6 +183,16 @@ impl ChaosArgs {
             Scenario::RestartDatabase,
             "--restart-database-cmd",
             &self.restart_database_cmd,
+        )?;
+        needs(
+            Scenario::FailoverDatabase,
+            "--cut-replica-cmd",
+            &self.cut_replica_cmd,
+        )?;
+        needs(
+            Scenario::FailoverDatabase,
+            "--failover-database-cmd",
+            &self.failover_database_cmd,
         )?;
         needs(
             Scenario::KillBroker,
@@ -468,6 +495,19 @@ impl Injector<'_> {
                 shell(self.args.kill_broker_cmd.as_deref()).await?;
                 shell(self.args.start_broker_cmd.as_deref()).await?;
                 faults.push(self.recovered("kill -9 broker, start it", at).await?);
+            }
+            Scenario::FailoverDatabase => {
+                sleep_until(started + duration / 3).await;
+                shell(self.args.cut_replica_cmd.as_deref()).await?;
+                // What the primary commits from here on, and Kafka's offsets
+                // cover, the standby will lack.
+                sleep_until(started + duration * 2 / 3).await;
+                let at = Instant::now();
+                shell(self.args.failover_database_cmd.as_deref()).await?;
+                faults.push(
+                    self.recovered("kill -9 primary, promote the lagging standby", at)
+                        .await?,
+                );
             }
             Scenario::Replay => {
                 let at = Instant::now();
