@@ -59,8 +59,9 @@ bench-network: build services-up
 	scripts/bench-network.sh
 
 # Faults under load, each reconciled: consumers killed, a rebalance storm,
-# PostgreSQL restarted, the broker killed, a replay (not part of make test:
-# it restarts the shared services). CHAOS_SECONDS of load per scenario.
+# PostgreSQL restarted, the broker killed, a replay, a database failover to a
+# lagging standby (not part of make test: it kills the shared broker).
+# CHAOS_SECONDS of load per scenario.
 CHAOS_SECONDS ?= 30
 chaos: build services-up
 	scripts/chaos.sh --seconds $(CHAOS_SECONDS) --rate $(RATE)
