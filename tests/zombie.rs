@@ -72,7 +72,10 @@ async fn a_stalled_member_that_wakes_up_moves_nothing_backwards() {
         }
     };
 
-    let spec = ConsumerSpec::new(&db, &topic).env("DB_POOL_SIZE", "2");
+    // Stalled past max.poll.interval.ms as well as past its session.
+    let spec = ConsumerSpec::new(&db, &topic)
+        .env("DB_POOL_SIZE", "2")
+        .env("KAFKA_PROPERTY_MAX_POLL_INTERVAL_MS", "7000");
     let sampler = sampling(spec.group.clone());
     let stalled = spec.start();
     wait_until(
