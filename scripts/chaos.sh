@@ -46,12 +46,17 @@ scripts/services.sh topic "$run_id.dlq" 12 >/dev/null
 
 # A 10 s session (the client default is 45 s): a member that went away
 # without leaving the group (a killed process, a stopped static member) has
-# its partitions moved within seconds.
+# its partitions moved within seconds. With CHAOS_GROUP_PROTOCOL=consumer
+# (KIP-848) the session is the broker's (10 s, scripts/services.sh).
+protocol_env=(--consumer-env KAFKA_PROPERTY_SESSION_TIMEOUT_MS=10000)
+if [[ ${CHAOS_GROUP_PROTOCOL:-classic} == consumer ]]; then
+    protocol_env=(--consumer-env GROUP_PROTOCOL=consumer)
+fi
 DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" chaos \
     --topic "$run_id" --group "$run_id" --rate "$rate" --scenario-seconds "$seconds" \
     --consumer-bin "$BIN/inventory-inbox" \
     --consumer-env "DLQ_TOPIC=$run_id.dlq" \
-    --consumer-env KAFKA_PROPERTY_SESSION_TIMEOUT_MS=10000 \
+    "${protocol_env[@]}" \
     --restart-database-cmd "scripts/db-pair.sh restart" \
     --cut-replica-cmd "scripts/db-pair.sh cut" \
     --failover-database-cmd "scripts/db-pair.sh failover" \

@@ -366,6 +366,14 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 # Tests start consumers one after the other; do not wait for more members.
 group.initial.rebalance.delay.ms=0
+# The consumer group protocol (KIP-848, GROUP_PROTOCOL=consumer): the broker
+# owns the session and heartbeat. A killed member's partitions move within
+# 10 s, as with the classic protocol's 10 s session of make chaos (the
+# broker's 45 s defaults are its minimum otherwise).
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
 
 log.retention.hours=168
 log.segment.bytes=1073741824

@@ -244,6 +244,25 @@ impl DatabaseArgs {
     }
 }
 
+/// The consumer group protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GroupProtocol {
+    /// The classic protocol: the client-side cooperative-sticky assignor,
+    /// the client's session and heartbeat settings.
+    Classic,
+    /// Kafka 4's consumer group protocol (KIP-848): the broker assigns, and
+    /// the session and heartbeat are the broker's group settings.
+    Consumer,
+}
+
+/// Properties librdkafka refuses with `group.protocol=consumer`: the broker
+/// owns them (`group.consumer.*` settings of the broker or the group).
+const CLASSIC_ONLY_PROPERTIES: [&str; 3] = [
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+];
+
 /// How records are grouped into transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Strategy {
@@ -330,6 +349,10 @@ pub struct RunArgs {
     /// Transaction strategy.
     #[arg(long, env = "INBOX_STRATEGY", value_enum, default_value_t = Strategy::Batch)]
     pub strategy: Strategy,
+
+    /// Consumer group protocol: `classic`, or Kafka 4's `consumer` (KIP-848).
+    #[arg(long, env = "GROUP_PROTOCOL", value_enum, default_value_t = GroupProtocol::Classic)]
+    pub group_protocol: GroupProtocol,
 
     /// Extra librdkafka property as key=value (repeatable); also every
     /// KAFKA_PROPERTY_<NAME> variable, NAME lower-cased with '_' -> '.'.
@@ -424,8 +447,21 @@ impl RunArgs {
                     "{origin}: {key} is managed by the service (offsets are committed only after the database commit)"
                 )));
             }
+            if key == "group.protocol" {
+                return Err(ConfigError(format!(
+                    "{origin}: set the group protocol with GROUP_PROTOCOL (classic or consumer)"
+                )));
+            }
+            if self.group_protocol == GroupProtocol::Consumer
+                && CLASSIC_ONLY_PROPERTIES.contains(&key.as_str())
+            {
+                return Err(ConfigError(format!(
+                    "{origin}: {key} belongs to the classic protocol; with GROUP_PROTOCOL=consumer the broker's group settings (group.consumer.*) decide it"
+                )));
+            }
         }
         Ok(KafkaSettings {
+            group_protocol: self.group_protocol,
             bootstrap_servers: self.kafka_bootstrap_servers.clone(),
             properties: properties.into_iter().map(|(k, v, _)| (k, v)).collect(),
         })

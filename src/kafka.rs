@@ -33,6 +33,7 @@ use crate::positions::PositionSource;
 #[derive(Debug, Clone)]
 pub struct KafkaSettings {
     pub bootstrap_servers: String,
+    pub group_protocol: crate::config::GroupProtocol,
     /// Extra librdkafka properties (TLS, SASL...). Values may be secrets:
     /// never log them.
     pub properties: Vec<(String, String)>,
@@ -60,7 +61,6 @@ impl KafkaSettings {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
-            .set("partition.assignment.strategy", "cooperative-sticky")
             .set("statistics.interval.ms", "5000")
             .set("fetch.wait.max.ms", "100")
             // A fetch brings at most about 100 records of each partition, so
@@ -68,6 +68,15 @@ impl KafkaSettings {
             // and a round can apply several of them concurrently (lanes),
             // rather than one partition's megabyte at a time.
             .set("max.partition.fetch.bytes", "32768");
+        match self.group_protocol {
+            // Incremental rebalances: a member keeps its partitions while
+            // others join or leave.
+            crate::config::GroupProtocol::Classic => {
+                config.set("partition.assignment.strategy", "cooperative-sticky")
+            }
+            // The broker assigns, incrementally too.
+            crate::config::GroupProtocol::Consumer => config.set("group.protocol", "consumer"),
+        };
         for (key, value) in &self.properties {
             config.set(key, value);
         }

@@ -86,3 +86,21 @@ fn an_invalid_database_url_is_named_without_echoing_it() {
     assert_one_line_naming(&stderr, "DATABASE_URL");
     assert!(!stderr.contains("hunter2"));
 }
+
+#[test]
+fn classic_protocol_properties_are_refused_with_the_consumer_protocol() {
+    let output = Command::new(common::binary())
+        .args(["run"])
+        .env("GROUP_PROTOCOL", "consumer")
+        .env("KAFKA_PROPERTY_SESSION_TIMEOUT_MS", "10000")
+        .output()
+        .expect("run inventory-inbox");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("KAFKA_PROPERTY_SESSION_TIMEOUT_MS")
+            && stderr.contains("GROUP_PROTOCOL=consumer"),
+        "{stderr}"
+    );
+}

@@ -87,6 +87,18 @@ async fn a_consumer_leaving_mid_run_loses_and_doubles_nothing() {
 
 #[tokio::test]
 async fn a_rebalance_storm_loses_and_doubles_nothing() {
+    storm("classic").await;
+}
+
+/// The same storm under Kafka 4's consumer group protocol (KIP-848): the
+/// broker assigns, and the revoke and assign callbacks still drain, commit
+/// and start at the database's positions.
+#[tokio::test]
+async fn a_rebalance_storm_under_the_consumer_protocol_loses_and_doubles_nothing() {
+    storm("consumer").await;
+}
+
+async fn storm(protocol: &str) {
     const PARTITIONS: i32 = 12;
     let topic = fresh_topic(PARTITIONS).await;
     let db = TestDb::new().await;
@@ -102,7 +114,7 @@ async fn a_rebalance_storm_loses_and_doubles_nothing() {
 
     // Three members; one of them is stopped and replaced every second or so,
     // alternating graceful stops and kill -9, while the stream flows.
-    let spec = ConsumerSpec::new(&db, &topic);
+    let spec = ConsumerSpec::new(&db, &topic).env("GROUP_PROTOCOL", protocol);
     let mut members = vec![spec.start(), spec.start(), spec.start()];
     let producing = {
         let topic = topic.clone();

@@ -513,12 +513,21 @@ impl ConsumerSpec {
             .env("INBOX_CONSUMER_NAME", &self.consumer_name)
             .env("DLQ_TOPIC", &self.dlq_topic)
             .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
-            // A stopped member's partitions move quickly in tests.
-            .env("KAFKA_PROPERTY_SESSION_TIMEOUT_MS", "6000")
-            .env("KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS", "1000")
             .env("RUST_LOG", "info,inventory_inbox=debug")
             .stdout(Stdio::null())
             .stderr(log_file);
+        // A stopped member's partitions move quickly in tests: the client's
+        // session with the classic protocol; the consumer protocol's is the
+        // broker's (scripts/services.sh sets it to 10 s).
+        let consumer_protocol = self
+            .extra_env
+            .iter()
+            .any(|(k, v)| k == "GROUP_PROTOCOL" && v == "consumer");
+        if !consumer_protocol {
+            command
+                .env("KAFKA_PROPERTY_SESSION_TIMEOUT_MS", "6000")
+                .env("KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS", "1000");
+        }
         for (key, value) in &self.extra_env {
             command.env(key, value);
         }
