@@ -132,10 +132,13 @@ impl Pipeline {
         // Records polled while a batch was being retried, kept in order.
         let mut carry: VecDeque<InboundRecord> = VecDeque::new();
         let mut failpoint = FailPoint::from_env();
+        let mut fatal = None;
         let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
         recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let collected = self.collect(&mut carry, &mut shutdown, &mut recommit).await;
+            let collected = self
+                .collect(&mut carry, &mut shutdown, &mut recommit, &mut fatal)
+                .await;
             let Some((records, started)) = collected else {
                 break;
             };
@@ -157,12 +160,15 @@ impl Pipeline {
             if !committed.is_empty() && !failpoint.drop_offset_commit() {
                 self.commit_async(&kafka::to_list(committed.iter()));
             }
-            if *shutdown.borrow() {
+            if *shutdown.borrow() || fatal.is_some() {
                 break;
             }
         }
         self.close();
-        Ok(())
+        match fatal {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
     }
 
     /// Commits every offset the database has, synchronously, and leaves the
@@ -212,6 +218,7 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
         shutdown: &mut watch::Receiver<bool>,
         recommit: &mut tokio::time::Interval,
+        fatal: &mut Option<rdkafka::error::KafkaError>,
     ) -> Option<(Vec<InboundRecord>, Instant)> {
         let capacity = self.settings.max_records * self.lanes();
         let mut records = Vec::with_capacity(capacity);
@@ -259,6 +266,15 @@ impl Pipeline {
             };
             match polled {
                 Ok(record) => records.push(record),
+                // librdkafka gives up on this consumer for good (e.g. the
+                // consumer protocol's UnreleasedInstanceId: a static member
+                // restarted before the broker let its old session go): stop,
+                // so that the process exits and is started again.
+                Err(error @ rdkafka::error::KafkaError::MessageConsumptionFatal(_)) => {
+                    tracing::error!(%error, "the Kafka consumer failed fatally; stopping");
+                    *fatal = Some(error);
+                    break;
+                }
                 Err(error) => {
                     tracing::warn!(%error, "poll error");
                     continue;
@@ -272,8 +288,9 @@ impl Pipeline {
         let started = deadline.map(|d| (d - self.settings.linger).into_std());
         match started {
             Some(started) if !records.is_empty() => Some((records, started)),
-            // Shutdown with nothing in hand, or everything was revoked.
-            _ if *shutdown.borrow() => None,
+            // Shutdown (or a fatal consumer) with nothing in hand, or
+            // everything was revoked.
+            _ if *shutdown.borrow() || fatal.is_some() => None,
             _ => Some((Vec::new(), Instant::now())),
         }
     }
