@@ -289,27 +289,13 @@ impl ConsumerContext for InboxContext {
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 self.pre_rebalance(consumer, &Rebalance::Revoke(partitions));
-                let revoked = if cooperative {
-                    consumer.incremental_unassign(partitions)
-                } else {
-                    consumer.unassign()
-                };
-                if let Err(error) = revoked {
-                    tracing::error!(%error, "releasing partitions failed");
-                }
+                unassign(consumer, partitions, cooperative);
                 self.post_rebalance(consumer, &Rebalance::Revoke(partitions));
             }
             other => {
                 let rebalance = Rebalance::Error(KafkaError::Rebalance(other.into()));
                 self.pre_rebalance(consumer, &rebalance);
-                let released = if cooperative {
-                    consumer.incremental_unassign(partitions)
-                } else {
-                    consumer.unassign()
-                };
-                if let Err(error) = released {
-                    tracing::error!(%error, "releasing partitions failed");
-                }
+                unassign(consumer, partitions, cooperative);
                 self.post_rebalance(consumer, &rebalance);
             }
         }
@@ -371,6 +357,23 @@ impl ConsumerContext for InboxContext {
                 tracing::warn!(%error, "offset commit failed; it is sent again");
             }
         }
+    }
+}
+
+/// Hands partitions back to librdkafka: those of the list (cooperative), or
+/// the whole assignment (eager).
+fn unassign<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: &TopicPartitionList,
+    cooperative: bool,
+) {
+    let released = if cooperative {
+        consumer.incremental_unassign(partitions)
+    } else {
+        consumer.unassign()
+    };
+    if let Err(error) = released {
+        tracing::error!(%error, "releasing partitions failed");
     }
 }
 

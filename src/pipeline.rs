@@ -339,10 +339,6 @@ impl Pipeline {
         let mut gone: Vec<PartitionKey> = Vec::new();
         for (mut batch, error) in remaining {
             if let StoreError::PositionBehind { positions } = &error {
-                self.metrics
-                    .db_retries
-                    .with_label_values(&["position_behind"])
-                    .inc();
                 self.read_again(positions, &mut batch, carry);
             }
             batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
@@ -386,10 +382,6 @@ impl Pipeline {
             match self.inbox.apply(&records).await {
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind { positions }) => {
-                    self.metrics
-                        .db_retries
-                        .with_label_values(&["position_behind"])
-                        .inc();
                     self.read_again(&positions, &mut records, carry);
                 }
                 Err(error) => {
@@ -470,6 +462,10 @@ impl Pipeline {
         records: &mut Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
     ) {
+        self.metrics
+            .db_retries
+            .with_label_values(&["position_behind"])
+            .inc();
         for ((topic, partition), position) in positions {
             let offset = match position {
                 Some(next) => Offset::Offset(tokio::task::block_in_place(|| {

@@ -13,39 +13,47 @@ use common::*;
 const PARTITIONS: i32 = 3;
 const SKUS: [&str; 6] = ["SKU-1", "SKU-2", "SKU-3", "SKU-4", "SKU-5", "SKU-6"];
 
-#[tokio::test]
-async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
+/// A fresh topic and stocked database, and 3,000 orders (with an exact
+/// duplicate after every 50th) cut into three parts of 1,000, 1,500 and 500
+/// orders: the traffic and the record indexes of the two cuts.
+async fn three_parts(prefix: &str) -> (String, TestDb, Traffic, usize, usize) {
     let topic = fresh_topic(PARTITIONS).await;
     let db = TestDb::new().await;
     let stock: Vec<(&str, i64)> = SKUS.iter().map(|sku| (*sku, 1_000_000)).collect();
     db.seed_stock(&stock).await;
-    // 3,000 orders (and an exact duplicate after every 50th), produced in
-    // three parts of 1,000, 1,500 and 500 orders.
-    let traffic = Traffic::orders("RESTORE", &SKUS, 3_000, 50, 10);
+    let traffic = Traffic::orders(prefix, &SKUS, 3_000, 50, 10);
     let cut = |orders: usize| orders + orders / 50;
-    let (first, second) = (cut(1_000), cut(2_500));
+    (topic, db, traffic, cut(1_000), cut(2_500))
+}
+
+/// Waits until the spec's group committed `records` over the partitions.
+async fn committed_through(spec: &ConsumerSpec, records: usize) {
+    wait_all_committed(
+        &spec.group,
+        &spec.topic,
+        PARTITIONS,
+        records as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
+    let (topic, db, traffic, first, second) = three_parts("RESTORE").await;
     let spec = ConsumerSpec::new(&db, &topic);
     let producer = producer();
-    let committed_through = |records: usize| {
-        wait_all_committed(
-            &spec.group,
-            &topic,
-            PARTITIONS,
-            records as i64,
-            Duration::from_secs(90),
-        )
-    };
 
     produce(&producer, &topic, &traffic.records[..first]).await;
     let consumer = spec.start();
-    committed_through(first).await;
+    committed_through(&spec, first).await;
     consumer.stop().await;
     assert_eq!(db.ledger_rows().await, 1_000);
     let backup = db.snapshot().await;
 
     produce(&producer, &topic, &traffic.records[first..second]).await;
     let consumer = spec.start();
-    committed_through(second).await;
+    committed_through(&spec, second).await;
     consumer.stop().await;
     assert_eq!(db.ledger_rows().await, 2_500);
 
@@ -64,7 +72,7 @@ async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
     produce(&producer, &topic, &traffic.records[second..]).await;
     let consumer = spec.start();
     wait_for_ledger(&db, 3_000, Duration::from_secs(90)).await;
-    committed_through(traffic.records.len()).await;
+    committed_through(&spec, traffic.records.len()).await;
     assert!(
         consumer
             .log_text()
@@ -95,33 +103,18 @@ async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
 /// consumer reads those partitions again from the database's positions.
 #[tokio::test]
 async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
-    let topic = fresh_topic(PARTITIONS).await;
-    let db = TestDb::new().await;
-    let stock: Vec<(&str, i64)> = SKUS.iter().map(|sku| (*sku, 1_000_000)).collect();
-    db.seed_stock(&stock).await;
-    let traffic = Traffic::orders("LIVE", &SKUS, 3_000, 50, 10);
-    let cut = |orders: usize| orders + orders / 50;
-    let (first, second) = (cut(1_000), cut(2_500));
+    let (topic, db, traffic, first, second) = three_parts("LIVE").await;
     let mut spec = ConsumerSpec::new(&db, &topic);
     // The owner role, whose sessions the backup and the restore may end.
     spec.database_url = db.url.clone();
     let producer = producer();
-    let committed_through = |records: usize| {
-        wait_all_committed(
-            &spec.group,
-            &topic,
-            PARTITIONS,
-            records as i64,
-            Duration::from_secs(90),
-        )
-    };
 
     let consumer = spec.start();
     produce(&producer, &topic, &traffic.records[..first]).await;
-    committed_through(first).await;
+    committed_through(&spec, first).await;
     let backup = db.snapshot().await;
     produce(&producer, &topic, &traffic.records[first..second]).await;
-    committed_through(second).await;
+    committed_through(&spec, second).await;
     assert_eq!(db.ledger_rows().await, 2_500);
 
     db.restore(&backup).await;
@@ -129,7 +122,7 @@ async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
 
     produce(&producer, &topic, &traffic.records[second..]).await;
     wait_for_ledger(&db, 3_000, Duration::from_secs(90)).await;
-    committed_through(traffic.records.len()).await;
+    committed_through(&spec, traffic.records.len()).await;
     assert!(
         consumer
             .log_text()

@@ -182,18 +182,9 @@ impl TestDb {
     }
 
     async fn admin(&self, statements: &[String]) {
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect(ADMIN_URL)
-            .await
-            .expect("connect to PostgreSQL as the owner role");
-        for statement in statements {
-            sqlx::query(statement)
-                .execute(&admin)
-                .await
-                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        if let Err(error) = self.try_admin(statements).await {
+            panic!("{error}");
         }
-        admin.close().await;
     }
 
     /// Sets the stock of SKUs (on_hand, nothing reserved).
