@@ -34,6 +34,7 @@ build: deps
 
 # Every test, against real Kafka and PostgreSQL started here.
 test: deps test-deps services-up
+	scripts/services.sh prune
 	$(CARGO) test --workspace $(FEATURES)
 
 # One generator scenario with a lag spike, against a consumer started and

@@ -21,6 +21,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+# Left-over run databases and topics slow the broker and PostgreSQL down.
+scripts/services.sh prune
 out=.local/bench/network
 mkdir -p "$out"
 rtts=${BENCH_NETWORK_RTTS:-"0 2 10 50"}

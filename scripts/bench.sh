@@ -16,6 +16,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+# Left-over run databases and topics slow the broker and PostgreSQL down.
+scripts/services.sh prune
 out=.local/bench
 mkdir -p "$out"
 prefill=${BENCH_PREFILL:-200000}

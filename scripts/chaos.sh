@@ -18,6 +18,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+# Left-over run databases and topics slow the broker and PostgreSQL down.
+scripts/services.sh prune
 
 seconds=30
 rate=1400

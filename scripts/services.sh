@@ -668,6 +668,33 @@ cmd_kill_kafka() {
     rm -f "$KAFKA_PIDFILE"
 }
 
+# Databases and topics that tests and benchmark runs create for themselves
+# (each a fresh name) and that a crash or an interrupted run leaves behind.
+# Hundreds of them make the broker and autovacuum work in the background and
+# every later measurement slower. Only run while no test or run is going on.
+RUN_DATABASES='^(inbox_test|never_migrated|lt|chaos|bench_ceiling)_'
+RUN_TOPICS='(orders_test|lt|chaos)_.*'
+
+cmd_prune() {
+    lock
+    pg_pid >/dev/null || die "postgres is not running (run: $0 up)"
+    kafka_pid >/dev/null || die "kafka is not running (run: $0 up)"
+    local psql=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres)
+    local count
+    count=$("${psql[@]}" -c "SELECT count(*) FROM pg_database WHERE datname ~ '$RUN_DATABASES'") ||
+        die "could not list the run databases"
+    "${psql[@]}" >/dev/null <<SQL || die "could not drop the run databases"
+SELECT format('DROP DATABASE %I WITH (FORCE)', datname) FROM pg_database
+WHERE datname ~ '$RUN_DATABASES'
+\\gexec
+SQL
+    log "dropped $count run databases"
+    if kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --list | grep -qE "^$RUN_TOPICS\$"; then
+        kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --delete --topic "$RUN_TOPICS" >/dev/null
+    fi
+    log "deleted the run topics"
+}
+
 main() {
     local cmd=${1:-}
     shift || true
@@ -678,8 +705,9 @@ main() {
         topic) cmd_topic "$@" ;;
         restart-postgres) cmd_restart_postgres "$@" ;;
         kill-kafka) cmd_kill_kafka "$@" ;;
+        prune) cmd_prune "$@" ;;
         *)
-            echo "usage: $0 up | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka" >&2
+            echo "usage: $0 up | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka | prune" >&2
             exit 2
             ;;
     esac

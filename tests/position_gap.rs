@@ -46,10 +46,9 @@ async fn positions_older_than_the_log_start_are_reported_and_skipped() {
     delete_records_before(&topic, &[(0, 40), (1, 40)]);
 
     let consumer = spec.start();
-    wait_until(Duration::from_secs(30), "the gap reported", || async {
-        consumer
-            .log_text()
-            .contains("older than the partition's earliest offset")
+    // Each partition's gap is found when it is assigned: wait for both.
+    wait_until(Duration::from_secs(30), "both gaps counted", || async {
+        consumer.metric("inbox_position_gap_records_total").await >= 60.0
     })
     .await;
     assert_eq!(
@@ -58,7 +57,10 @@ async fn positions_older_than_the_log_start_are_reported_and_skipped() {
         "30 records of each partition can never be read again"
     );
     let log = consumer.log_text();
-    assert!(log.contains("missing=30"), "the log counts them: {log}");
+    assert!(
+        log.contains("older than the partition's earliest offset") && log.contains("missing=30"),
+        "the log says so and counts them: {log}"
+    );
 
     // And it goes on from the earliest offset: what it reads again is
     // recognised, what is new is applied.

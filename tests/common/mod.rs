@@ -68,6 +68,54 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", Uuid::new_v4().simple())
 }
 
+/// A test's database and its snapshots are dropped when the test passes, so
+/// runs do not pile databases up in the shared cluster (each costs autovacuum
+/// and catalog work that slows every later measurement). A failed test keeps
+/// them for inspection and says so.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept database {} of the failed test", self.name);
+            return;
+        }
+        let name = self.name.clone();
+        // Drop runs inside the test's runtime, which cannot be blocked on:
+        // the drop gets a thread and a runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for dropping the test database");
+            runtime.block_on(drop_databases(&name))
+        })
+        .join();
+        if let Ok(Err(error)) = dropped {
+            eprintln!("could not drop database {}: {error}", self.name);
+        }
+    }
+}
+
+/// Drops the database `name` and every database named `name_…` (snapshots).
+async fn drop_databases(name: &str) -> Result<(), sqlx::Error> {
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(ADMIN_URL)
+        .await?;
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database WHERE datname = $1 OR starts_with(datname, $1 || '_')",
+    )
+    .bind(name)
+    .fetch_all(&admin)
+    .await?;
+    for database in names {
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .execute(&admin)
+            .await?;
+    }
+    admin.close().await;
+    Ok(())
+}
+
 /// The login role the consumer runs as in tests: a member of the
 /// least-privilege role `inventory_app` that the migrations grant.
 pub const APP_ROLE: &str = "inventory_app_test";
@@ -277,6 +325,17 @@ pub async fn create_topic_at(
     partitions: i32,
     config: &[(&str, &str)],
 ) -> String {
+    create_topic_replicated(bootstrap, prefix, partitions, 1, config).await
+}
+
+/// A fresh topic with `replicas` copies of each partition.
+pub async fn create_topic_replicated(
+    bootstrap: &str,
+    prefix: &str,
+    partitions: i32,
+    replicas: i32,
+    config: &[(&str, &str)],
+) -> String {
     let name = unique(prefix);
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -285,7 +344,7 @@ pub async fn create_topic_at(
     let results = admin
         .create_topics(
             &[config.iter().fold(
-                NewTopic::new(&name, partitions, TopicReplication::Fixed(1)),
+                NewTopic::new(&name, partitions, TopicReplication::Fixed(replicas)),
                 |topic, (key, value)| topic.set(key, value),
             )],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),

@@ -1,39 +1,58 @@
-//! An Apache Kafka broker of one test's own, for tests that kill the broker:
-//! the shared broker on 9092 serves every other test running in parallel and
-//! must never go down.
+//! Apache Kafka of one test's own, for tests that kill brokers: the shared
+//! broker on 9092 serves every other test running in parallel and must never
+//! go down.
 //!
 //! It is the same Kafka as the shared one (the jars `scripts/services.sh up`
-//! fetched into `.local/kafka/libs`), one KRaft node that is broker and
-//! controller, on two free loopback ports, with its data in a fresh
-//! directory. Dropping it kills the broker and removes the directory.
+//! fetched into `.local/kafka/libs`): one KRaft node that is broker and
+//! controller (`start`), or a cluster of such nodes (`cluster`) with topics
+//! replicated to every node and `min.insync.replicas=2`, as production runs
+//! it. Each node has two free loopback ports and its data in a fresh
+//! directory. Dropping it kills every node and removes the directory.
 //! Anything that keeps it from starting FAILS the test, it never skips.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::metadata::Metadata;
 use uuid::Uuid;
 
-use super::{create_topic_at, free_port, unique};
+use super::{create_topic_replicated, free_port, unique};
 
-/// Longest wait for the broker to answer after a (re)start.
+/// Longest wait for a node to answer after a (re)start.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// Partitions of `__consumer_offsets`: few, so that a coordinator loads fast.
+const OFFSETS_PARTITIONS: i32 = 3;
 
-/// A private broker, running or killed.
-pub struct PrivateKafka {
-    /// Holds `server.properties`, `data/` and the logs; removed on drop.
-    dir: PathBuf,
+/// One KRaft node (broker and controller), running or not.
+struct Node {
+    id: i32,
     port: u16,
     controller_port: u16,
-    broker: Option<Child>,
+    process: Option<Child>,
+}
+
+/// A private broker or cluster.
+pub struct PrivateKafka {
+    /// Holds each node's `server-N.properties`, `data-N/` and `logs-N/`; removed
+    /// on drop.
+    dir: PathBuf,
+    nodes: Vec<Node>,
 }
 
 impl PrivateKafka {
-    /// Writes the configuration, formats the storage, starts the broker and
-    /// waits until it serves metadata.
+    /// One node that is the whole cluster: replication 1.
     pub fn start() -> PrivateKafka {
+        PrivateKafka::cluster(1)
+    }
+
+    /// `size` nodes, each broker and controller (a static quorum of all of
+    /// them); topics get replication `size` and `min.insync.replicas` 2 (1
+    /// for a single node). Returns when every node serves metadata.
+    pub fn cluster(size: i32) -> PrivateKafka {
         let libs = libs_dir();
         assert!(
             libs.join(".complete").exists(),
@@ -43,53 +62,291 @@ impl PrivateKafka {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("inbox-kafka-{}", Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("private kafka dir");
-        let mut kafka = PrivateKafka {
-            dir,
-            port: free_port(),
-            controller_port: free_port(),
-            broker: None,
-        };
-        kafka.write_config();
-        kafka.format();
-        kafka.start_again();
+        let nodes = (1..=size)
+            .map(|id| Node {
+                id,
+                port: free_port(),
+                controller_port: free_port(),
+                process: None,
+            })
+            .collect();
+        let mut kafka = PrivateKafka { dir, nodes };
+        let cluster_id = cluster_id();
+        for id in kafka.ids() {
+            kafka.write_config(id);
+        }
+        // Each format is a JVM of its own: run them side by side.
+        let formats: Vec<_> = kafka.ids().into_iter().map(|id| kafka.format(id, &cluster_id)).collect();
+        for (id, format) in kafka.ids().into_iter().zip(formats) {
+            let output = format.wait_with_output().expect("run kafka.tools.StorageTool");
+            assert!(
+                output.status.success(),
+                "formatting node {id}'s storage failed: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        for id in kafka.ids() {
+            kafka.spawn(id);
+        }
+        kafka.wait_ready();
         kafka
     }
 
-    /// The bootstrap servers of this broker.
+    /// The node ids, 1..=size.
+    pub fn ids(&self) -> Vec<i32> {
+        self.nodes.iter().map(|node| node.id).collect()
+    }
+
+    /// The bootstrap servers: every node.
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Crash of the single node: see `kill_node`.
+    pub fn kill(&mut self) {
+        self.kill_node(1);
+    }
+
+    /// Starts the single node again: see `start_node`.
+    pub fn start_again(&mut self) {
+        self.start_node(1);
     }
 
     /// Crash: SIGKILL, no shutdown of any kind, then reap the process.
-    pub fn kill(&mut self) {
-        let mut broker = self.broker.take().expect("the broker is running");
-        broker.kill().expect("kill -9 the broker");
-        let status = broker.wait().expect("reap the broker");
+    pub fn kill_node(&mut self, id: i32) {
+        let mut process = self.node(id).process.take().expect("the node is running");
+        process.kill().expect("kill -9 the node");
+        let status = process.wait().expect("reap the node");
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),
             Some(libc::SIGKILL),
-            "the broker was not killed by SIGKILL: {status:?}"
+            "node {id} was not killed by SIGKILL: {status:?}"
         );
     }
 
-    /// Starts the broker on its existing data (after a kill it recovers its
-    /// logs) and waits until it serves metadata with a leader for every
-    /// partition it has.
-    pub fn start_again(&mut self) {
-        assert!(self.broker.is_none(), "the broker is already running");
+    /// A controlled shutdown (SIGTERM): the node hands its leaderships over
+    /// before it exits. Waits for the exit.
+    pub fn stop_node(&mut self, id: i32) {
+        let mut process = self.node(id).process.take().expect("the node is running");
+        // SAFETY: kill(2) on the pid of a child this struct still owns.
+        unsafe { libc::kill(process.id() as i32, libc::SIGTERM) };
+        let status = process.wait().expect("reap the node");
+        assert!(
+            status.success() || status.code() == Some(143),
+            "node {id} did not shut down cleanly: {status:?}\n{}",
+            self.log_text()
+        );
+    }
+
+    /// Starts a node again on its existing data (after a kill it recovers
+    /// its logs) and waits until the cluster serves metadata with every
+    /// running node and a leader for every partition.
+    pub fn start_node(&mut self, id: i32) {
+        self.spawn(id);
+        self.wait_ready();
+    }
+
+    /// Creates a topic replicated to every node.
+    pub async fn topic(&self, partitions: i32) -> String {
+        let replicas = self.nodes.len() as i32;
+        let min_insync = replicas.min(2).to_string();
+        create_topic_replicated(
+            &self.bootstrap(),
+            "orders_private",
+            partitions,
+            replicas,
+            &[("min.insync.replicas", min_insync.as_str())],
+        )
+        .await
+    }
+
+    /// The leader node of each partition of `topic` (-1 while it has none).
+    pub fn leaders(&self, topic: &str) -> BTreeMap<i32, i32> {
+        let metadata = self.metadata(Some(topic));
+        metadata.topics()[0]
+            .partitions()
+            .iter()
+            .map(|partition| (partition.id(), partition.leader()))
+            .collect()
+    }
+
+    /// The node that leads most partitions of `topic`.
+    pub fn busiest_leader(&self, topic: &str) -> i32 {
+        let mut led: BTreeMap<i32, usize> = BTreeMap::new();
+        for leader in self.leaders(topic).into_values() {
+            *led.entry(leader).or_default() += 1;
+        }
+        led.into_iter()
+            .max_by_key(|(_, count)| *count)
+            .map(|(node, _)| node)
+            .expect("the topic has partitions")
+    }
+
+    /// The group coordinator of `group`: the leader of its partition of
+    /// `__consumer_offsets` (Kafka picks it by the group id's Java hash).
+    pub fn coordinator(&self, group: &str) -> i32 {
+        let partition = offsets_partition(group, OFFSETS_PARTITIONS);
+        let metadata = self.metadata(Some("__consumer_offsets"));
+        let offsets = &metadata.topics()[0];
+        assert!(
+            offsets.error().is_none(),
+            "__consumer_offsets has no metadata yet: {:?}",
+            offsets.error()
+        );
+        offsets
+            .partitions()
+            .iter()
+            .find(|p| p.id() == partition)
+            .map(|p| p.leader())
+            .expect("the group's offsets partition")
+    }
+
+    /// Waits until every partition of `topic` and of `__consumer_offsets`
+    /// has all its replicas in sync (after a node came back), so that the
+    /// next node can go without taking the last in-sync copy with it.
+    pub fn wait_in_sync(&self, topic: &str) {
+        let replicas = self.nodes.len();
+        let started = Instant::now();
+        loop {
+            let metadata = self.metadata(None);
+            let in_sync = metadata
+                .topics()
+                .iter()
+                .filter(|t| t.name() == topic || t.name() == "__consumer_offsets")
+                .flat_map(|t| t.partitions())
+                .all(|p| p.leader() >= 0 && p.isr().len() == replicas);
+            if in_sync {
+                return;
+            }
+            assert!(
+                started.elapsed() < READY_TIMEOUT,
+                "replicas not back in sync within {READY_TIMEOUT:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The nodes' own logs, for failure messages.
+    pub fn log_text(&self) -> String {
+        let mut text = String::new();
+        for id in self.ids() {
+            for file in [format!("stdout-{id}.log"), format!("logs-{id}/server.log")] {
+                text += &std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            }
+        }
+        text
+    }
+
+    fn node(&mut self, id: i32) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|node| node.id == id)
+            .expect("a node of this cluster")
+    }
+
+    fn config_path(&self, id: i32) -> PathBuf {
+        self.dir.join(format!("server-{id}.properties"))
+    }
+
+    fn metadata(&self, topic: Option<&str>) -> Metadata {
+        let client: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", self.bootstrap())
+            .create()
+            .expect("metadata client");
+        client
+            .fetch_metadata(topic, Duration::from_secs(10))
+            .expect("cluster metadata")
+    }
+
+    fn write_config(&self, id: i32) {
+        let node = self.nodes.iter().find(|node| node.id == id).expect("node");
+        let (port, controller) = (node.port, node.controller_port);
+        let voters = self
+            .nodes
+            .iter()
+            .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let replicas = self.nodes.len();
+        let min_insync = replicas.min(2);
+        let config = format!(
+            "process.roles=broker,controller\n\
+             node.id={id}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             inter.broker.listener.name=PLAINTEXT\n\
+             controller.listener.names=CONTROLLER\n\
+             controller.quorum.voters={voters}\n\
+             log.dirs={data}\n\
+             auto.create.topics.enable=false\n\
+             unclean.leader.election.enable=false\n\
+             default.replication.factor={replicas}\n\
+             min.insync.replicas={min_insync}\n\
+             offsets.topic.replication.factor={replicas}\n\
+             offsets.topic.num.partitions={OFFSETS_PARTITIONS}\n\
+             transaction.state.log.replication.factor={replicas}\n\
+             transaction.state.log.min.isr={min_insync}\n\
+             transaction.state.log.num.partitions=3\n\
+             share.coordinator.state.topic.replication.factor={replicas}\n\
+             share.coordinator.state.topic.min.isr={min_insync}\n\
+             group.initial.rebalance.delay.ms=0\n\
+             group.consumer.min.session.timeout.ms=6000\n\
+             group.consumer.session.timeout.ms=10000\n\
+             group.consumer.min.heartbeat.interval.ms=500\n\
+             group.consumer.heartbeat.interval.ms=1000\n\
+             broker.session.timeout.ms=6000\n\
+             broker.heartbeat.interval.ms=1000\n\
+             num.network.threads=2\n\
+             num.io.threads=2\n\
+             num.replica.fetchers=1\n",
+            data = self.dir.join(format!("data-{id}")).display()
+        );
+        std::fs::write(self.config_path(id), config).expect("write server.properties");
+    }
+
+    /// Starts `kafka-storage format` of one node with the cluster's id.
+    fn format(&self, id: i32, cluster_id: &str) -> Child {
+        Command::new("java")
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                repo().join("scripts/kafka/tools-log4j2.xml").display()
+            ))
+            .arg("-cp")
+            .arg(format!("{}/*", libs_dir().display()))
+            .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
+            .arg(self.config_path(id))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kafka.tools.StorageTool")
+    }
+
+    fn spawn(&mut self, id: i32) {
+        let config = self.config_path(id);
+        let dir = self.dir.clone();
+        let node = self.node(id);
+        assert!(node.process.is_none(), "node {id} is already running");
         let stdout = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join("stdout.log"))
-            .expect("broker stdout log");
-        let broker = Command::new("java")
+            .open(dir.join(format!("stdout-{id}.log")))
+            .expect("node stdout log");
+        let process = Command::new("java")
             .args([
                 "-Xms256m",
                 "-Xmx512m",
                 "-XX:+UseG1GC",
+                "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true",
             ])
-            .arg(format!("-Dkafka.logs.dir={}", self.dir.display()))
+            .arg(format!("-Dkafka.logs.dir={}", dir.join(format!("logs-{id}")).display()))
             .arg(format!(
                 "-Dlog4j2.configurationFile={}",
                 repo().join("scripts/kafka/log4j2.xml").display()
@@ -97,92 +354,18 @@ impl PrivateKafka {
             .arg("-cp")
             .arg(format!("{}/*", libs_dir().display()))
             .arg("kafka.Kafka")
-            .arg(self.config_path())
+            .arg(config)
             .stdin(Stdio::null())
             .stdout(stdout.try_clone().expect("clone log handle"))
             .stderr(stdout)
             .spawn()
             .expect("start java kafka.Kafka");
-        self.broker = Some(broker);
-        self.wait_ready();
+        node.process = Some(process);
     }
 
-    /// Creates a topic (replication 1).
-    pub async fn topic(&self, partitions: i32) -> String {
-        create_topic_at(&self.bootstrap(), "orders_private", partitions, &[]).await
-    }
-
-    /// The broker's own log, for failure messages.
-    pub fn log_text(&self) -> String {
-        let mut text = std::fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
-        text += &std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
-        text
-    }
-
-    fn config_path(&self) -> PathBuf {
-        self.dir.join("server.properties")
-    }
-
-    fn write_config(&self) {
-        let (port, controller) = (self.port, self.controller_port);
-        let config = format!(
-            "process.roles=broker,controller\n\
-             node.id=1\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-             inter.broker.listener.name=PLAINTEXT\n\
-             controller.listener.names=CONTROLLER\n\
-             controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n\
-             log.dirs={}\n\
-             auto.create.topics.enable=false\n\
-             offsets.topic.replication.factor=1\n\
-             offsets.topic.num.partitions=3\n\
-             transaction.state.log.replication.factor=1\n\
-             transaction.state.log.min.isr=1\n\
-             transaction.state.log.num.partitions=3\n\
-             share.coordinator.state.topic.replication.factor=1\n\
-             share.coordinator.state.topic.min.isr=1\n\
-             group.initial.rebalance.delay.ms=0\n\
-             num.network.threads=2\n\
-             num.io.threads=2\n",
-            self.dir.join("data").display()
-        );
-        std::fs::write(self.config_path(), config).expect("write server.properties");
-    }
-
-    /// `kafka-storage format --standalone` with a fresh cluster id.
-    fn format(&self) {
-        // A Kafka Uuid is 16 bytes in unpadded URL-safe base64; one not
-        // starting with '-' (which the tool would take for a flag).
-        let cluster_id = loop {
-            let id = base64_url(Uuid::new_v4().as_bytes());
-            if !id.starts_with('-') {
-                break id;
-            }
-        };
-        let output = Command::new("java")
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                repo().join("scripts/kafka/tools-log4j2.xml").display()
-            ))
-            .arg("-cp")
-            .arg(format!("{}/*", libs_dir().display()))
-            .args(["kafka.tools.StorageTool", "format", "-t", &cluster_id, "-c"])
-            .arg(self.config_path())
-            .arg("--standalone")
-            .output()
-            .expect("run kafka.tools.StorageTool");
-        assert!(
-            output.status.success(),
-            "formatting the private broker's storage failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    /// Waits until the broker answers a metadata request and every partition
-    /// it reports has a leader (after a kill, until its logs are recovered).
+    /// Waits until every running node is in the metadata and every
+    /// partition reported has a leader (after a kill, until the logs are
+    /// recovered and the leaders elected).
     fn wait_ready(&mut self) {
         let client: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", self.bootstrap())
@@ -191,20 +374,23 @@ impl PrivateKafka {
             .expect("metadata client");
         let started = Instant::now();
         loop {
-            if let Some(status) = self
-                .broker
-                .as_mut()
-                .and_then(|b| b.try_wait().expect("try_wait"))
-            {
-                panic!(
-                    "the private broker exited during start-up ({status:?}):\n{}",
-                    self.log_text()
-                );
+            let mut running = 0;
+            for node in &mut self.nodes {
+                if let Some(process) = node.process.as_mut() {
+                    if let Some(status) = process.try_wait().expect("try_wait") {
+                        let id = node.id;
+                        panic!(
+                            "node {id} exited during start-up ({status:?}):\n{}",
+                            self.log_text()
+                        );
+                    }
+                    running += 1;
+                }
             }
             let ready = client
                 .fetch_metadata(None, Duration::from_secs(2))
                 .is_ok_and(|metadata| {
-                    !metadata.brokers().is_empty()
+                    metadata.brokers().len() == running
                         && metadata.topics().iter().all(|topic| {
                             topic.error().is_none()
                                 && topic.partitions().iter().all(|p| p.leader() >= 0)
@@ -215,7 +401,7 @@ impl PrivateKafka {
             }
             assert!(
                 started.elapsed() < READY_TIMEOUT,
-                "the private broker did not answer within {READY_TIMEOUT:?}:\n{}",
+                "the private Kafka did not answer within {READY_TIMEOUT:?}:\n{}",
                 self.log_text()
             );
             std::thread::sleep(Duration::from_millis(200));
@@ -225,11 +411,34 @@ impl PrivateKafka {
 
 impl Drop for PrivateKafka {
     fn drop(&mut self) {
-        if let Some(mut broker) = self.broker.take() {
-            let _ = broker.kill();
-            let _ = broker.wait();
+        for node in &mut self.nodes {
+            if let Some(mut process) = node.process.take() {
+                let _ = process.kill();
+                let _ = process.wait();
+            }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The partition of `__consumer_offsets` that holds `group`: Kafka's
+/// `Utils.abs(groupId.hashCode()) % partitions`, with Java's String hash over
+/// UTF-16 code units.
+fn offsets_partition(group: &str, partitions: i32) -> i32 {
+    let hash = group
+        .encode_utf16()
+        .fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    (hash & 0x7fff_ffff) % partitions
+}
+
+/// A fresh cluster id: a Kafka Uuid is 16 bytes in unpadded URL-safe base64;
+/// one not starting with '-' (which the tool would take for a flag).
+fn cluster_id() -> String {
+    loop {
+        let id = base64_url(Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            break id;
+        }
     }
 }
 
