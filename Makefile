@@ -24,7 +24,7 @@ test-deps:
 	@scripts/test-deps.sh
 
 services-up:
-	scripts/services.sh up
+	scripts/services.sh up $(if $(KAFKA_BROKERS),--brokers $(KAFKA_BROKERS))
 
 services-down:
 	scripts/services.sh down
@@ -64,8 +64,11 @@ bench-network: build services-up
 # lagging standby (not part of make test: it kills the shared broker).
 # CHAOS_SECONDS of load per scenario.
 CHAOS_SECONDS ?= 30
-chaos: build services-up
-	scripts/chaos.sh --seconds $(CHAOS_SECONDS) --rate $(RATE)
+# 3: on a cluster of three brokers, with the kill-leader and kill-coordinator
+# scenarios.
+CHAOS_BROKERS ?= 1
+chaos: build
+	CHAOS_BROKERS=$(CHAOS_BROKERS) scripts/chaos.sh --seconds $(CHAOS_SECONDS) --rate $(RATE)
 
 # Fuzzes decode + validate with libFuzzer for FUZZ_SECONDS, starting from the
 # seed corpus in fuzz/seeds (not part of make test). Uses the nightly

@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # The fault suite under load (make chaos): on a fresh database and topic of
-# the local broker and of a PostgreSQL primary with a streaming standby of
-# its own (scripts/db-pair.sh, behind one endpoint), `inbox-loadgen chaos`
-# drives the generator while it kills consumers, storms the group, restarts
-# PostgreSQL, kills the Kafka broker, replays the topic under a new group and
-# fails the database over to its lagging standby, reconciling after each.
+# the local Kafka and of a PostgreSQL primary with a streaming standby of its
+# own (scripts/db-pair.sh, behind one endpoint), `inbox-loadgen chaos` drives
+# the generator while it kills consumers, storms the group (under the classic
+# and the consumer group protocol), restarts PostgreSQL, kills a Kafka broker,
+# replays the topic under a new group and fails the database over to its
+# lagging standby, reconciling after each. With CHAOS_BROKERS=3 it runs on a
+# cluster of three brokers (scripts/services.sh up --brokers 3; topics
+# replicated 3 times, min.insync.replicas=2) and also kills the partitions'
+# leader and the group coordinator.
 #
 #   scripts/chaos.sh [--seconds S] [--rate N] [-- extra inbox-loadgen chaos flags]
+#   CHAOS_SCENARIOS=kill-leader,kill-coordinator scripts/chaos.sh   (some only)
 #
 # Prints the table (scenario, events, duplicates sent, replayed, applied
 # twice, lost, time to recover) and leaves the JSON report and every
 # consumer's log in .local/chaos/; exits non-zero when a scenario fails.
 #
-# It kills the shared broker: do not run it beside `make test`. The shared
+# It kills the shared brokers: do not run it beside `make test`. The shared
 # PostgreSQL is not touched.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+brokers=${CHAOS_BROKERS:-1}
+scripts/services.sh up --brokers "$brokers"
 # Left-over run databases and topics slow the broker and PostgreSQL down.
 scripts/services.sh prune
 
@@ -54,7 +61,14 @@ protocol_env=(--consumer-env KAFKA_PROPERTY_SESSION_TIMEOUT_MS=10000)
 if [[ ${CHAOS_GROUP_PROTOCOL:-classic} == consumer ]]; then
     protocol_env=(--consumer-env GROUP_PROTOCOL=consumer)
 fi
-DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" chaos \
+scenarios=kill-consumer,rebalance-storm,rebalance-storm-consumer,restart-database,kill-broker
+if ((brokers > 1)); then
+    scenarios+=,kill-leader,kill-coordinator
+fi
+scenarios+=,replay,failover-database
+scenarios=${CHAOS_SCENARIOS:-$scenarios}
+DATABASE_URL="$PG/$run_id" KAFKA_BOOTSTRAP_SERVERS=$(scripts/services.sh bootstrap) \
+    "$BIN/inbox-loadgen" chaos --scenarios "$scenarios" \
     --topic "$run_id" --group "$run_id" --rate "$rate" --scenario-seconds "$seconds" \
     --consumer-bin "$BIN/inventory-inbox" \
     --consumer-env "DLQ_TOPIC=$run_id.dlq" \
@@ -63,5 +77,7 @@ DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" chaos \
     --cut-replica-cmd "scripts/db-pair.sh cut" \
     --failover-database-cmd "scripts/db-pair.sh failover" \
     --kill-broker-cmd "scripts/services.sh kill-kafka" \
-    --start-broker-cmd "scripts/services.sh up" \
+    --start-broker-cmd "scripts/services.sh up --brokers $brokers" \
+    --kill-leader-cmd "scripts/services.sh kill-kafka leader:$run_id" \
+    --kill-coordinator-cmd "scripts/services.sh kill-kafka coordinator:$run_id" \
     --log-dir "$out" --report "$out/report.json" "${extra[@]}"

@@ -2,26 +2,36 @@
 # Local services of inventory-inbox (SPEC §3), started for real on loopback:
 #
 #   PostgreSQL 15 (Debian's packages)  our own cluster on 127.0.0.1:5432
-#   Apache Kafka 4 (Maven Central jars) one KRaft broker+controller on 127.0.0.1:9092
+#   Apache Kafka 4 (Maven Central jars) one KRaft broker+controller on 127.0.0.1:9092,
+#                                       or three (--brokers 3) on 9092, 9094, 9096
 #
-# Usage: scripts/services.sh up | down | status | topic NAME [PARTITIONS]
-#                           | restart-postgres | kill-kafka
+# Usage: scripts/services.sh up [--brokers 1|3] | down | status | topic NAME [PARTITIONS]
+#                           | restart-postgres | kill-kafka [NODE] | prune | bootstrap
 #
 #   up      install what is missing, start both, wait until both answer, create
 #           the role/database of the default DATABASE_URL and the topics.
-#           Idempotent: with both running it only checks them.
+#           Idempotent: with both running it only checks them (and starts a
+#           node of the cluster that is down). --brokers 3 (or KAFKA_BROKERS=3)
+#           runs a cluster of three combined broker+controller nodes, topics
+#           replicated 3 times with min.insync.replicas=2; the default is one.
+#           Changing the count wipes the local Kafka data (a new cluster).
 #   down    stop what `up` started (and only that: found through pid files).
 #   status  print the state of each; exit 1 if either is down.
 #   topic   create a topic if it does not exist (default 12 partitions).
 #   restart-postgres  restart PostgreSQL as an operator would (fast shutdown,
 #           sessions terminated) and wait until it answers (make chaos).
-#   kill-kafka  kill -9 the broker, no shutdown of any kind (make chaos);
-#           `up` starts it again on its data.
+#   kill-kafka [NODE]  kill -9 a broker, no shutdown of any kind (make chaos);
+#           `up` starts it again on its data. NODE is a node id (default 1),
+#           leader:TOPIC (the node leading most of TOPIC's partitions) or
+#           coordinator:GROUP (the group's coordinator); prints the node id.
+#   prune   drop the databases and topics tests and runs made for themselves.
+#   bootstrap  print the bootstrap servers (every node of the cluster).
 #
 # Run as root (it installs Debian packages and runs PostgreSQL as `postgres`).
 # Everything it generates is under <repo>/.local/ (ignored by git):
 #   .local/pg/{data,run,postgres.log}                PostgreSQL cluster, socket, log
-#   .local/kafka/{libs,data,server.properties,...}   Kafka jars, data, config, logs, pid
+#   .local/kafka/{libs,data,server.properties,...}   Kafka jars, node 1's data, config, logs, pid
+#   .local/kafka/node-N/{data,server.properties,...} nodes 2 and 3 of a cluster
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,17 +57,12 @@ fi
 
 # --- Kafka ------------------------------------------------------------------
 KAFKA_HOST=127.0.0.1
-KAFKA_PORT=9092
-KAFKA_CONTROLLER_PORT=9093
-KAFKA_BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
 KAFKA_DIR="$LOCAL/kafka"
 KAFKA_LIBS="$KAFKA_DIR/libs"
-KAFKA_DATA="$KAFKA_DIR/data"
-KAFKA_CONFIG="$KAFKA_DIR/server.properties"
 KAFKA_ADMIN_CONFIG="$KAFKA_DIR/admin.properties"
-KAFKA_PIDFILE="$KAFKA_DIR/kafka.pid"
-KAFKA_STDOUT="$KAFKA_DIR/stdout.log"
-KAFKA_SERVER_LOG="$KAFKA_DIR/server.log"
+# The node count the data was formatted for: 1, or 3 (a cluster).
+KAFKA_SIZE_FILE="$KAFKA_DIR/brokers"
+KAFKA_SIZE=1
 KAFKA_POM="$REPO/scripts/kafka/pom.xml"
 KAFKA_LIBS_MARKER="$KAFKA_LIBS/.complete"   # holds the sha256 of the pom it was fetched with
 KAFKA_READY_TIMEOUT=120
@@ -68,6 +73,39 @@ DEFAULT_PARTITIONS=12
 
 log() { printf '[services] %s\n' "$*" >&2; }
 die() { printf '[services] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Selects node N of the Kafka cluster: its ports, files and directories
+# become the KAFKA_* globals the kafka_* functions work on. Node 1 has the
+# paths and ports of the single broker; node N listens on 9092 + 2(N-1) and
+# its controller one port above.
+kafka_select() {
+    KAFKA_NODE=$1
+    KAFKA_PORT=$((9092 + 2 * (KAFKA_NODE - 1)))
+    KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1))
+    if ((KAFKA_NODE == 1)); then
+        KAFKA_NODE_DIR=$KAFKA_DIR
+    else
+        KAFKA_NODE_DIR="$KAFKA_DIR/node-$KAFKA_NODE"
+    fi
+    KAFKA_DATA="$KAFKA_NODE_DIR/data"
+    KAFKA_CONFIG="$KAFKA_NODE_DIR/server.properties"
+    KAFKA_PIDFILE="$KAFKA_NODE_DIR/kafka.pid"
+    KAFKA_STDOUT="$KAFKA_NODE_DIR/stdout.log"
+    KAFKA_SERVER_LOG="$KAFKA_NODE_DIR/server.log"
+}
+
+# Sets the cluster's size, KAFKA_BOOTSTRAP (every node) and selects node 1.
+kafka_size() {
+    KAFKA_SIZE=$1
+    local id servers=()
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        servers+=("$KAFKA_HOST:$((9092 + 2 * (id - 1)))")
+    done
+    KAFKA_BOOTSTRAP=$(IFS=,; echo "${servers[*]}")
+    kafka_select 1
+}
+# What is there already (what `up` formatted last), else one node.
+kafka_size "$(cat "$KAFKA_SIZE_FILE" 2>/dev/null || echo 1)"
 
 # Print the last lines of a log file to stderr (for failures).
 tail_log() {
@@ -300,12 +338,15 @@ pg_stop() {
 # jars; TieredStopAtLevel=1 and SerialGC make these short-lived JVMs start faster.
 KAFKA_TOOL_JAVA=(java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
     -Dlog4j2.configurationFile="$REPO/scripts/kafka/tools-log4j2.xml" -cp "$KAFKA_LIBS/*")
-KAFKA_TOPIC_COMMAND=(org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BOOTSTRAP"
-    --command-config "$KAFKA_ADMIN_CONFIG")
 KAFKA_TOOL_TIMEOUT=60
 
 kafka_tool() {
     timeout "$KAFKA_TOOL_TIMEOUT" "${KAFKA_TOOL_JAVA[@]}" "$@"
+}
+
+kafka_topics() {
+    kafka_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BOOTSTRAP" \
+        --command-config "$KAFKA_ADMIN_CONFIG" "$@"
 }
 
 kafka_libs_fetch() {
@@ -314,9 +355,9 @@ kafka_libs_fetch() {
     if [[ -f $KAFKA_LIBS_MARKER && $(cat "$KAFKA_LIBS_MARKER") == "$want" ]]; then
         return 0
     fi
-    if kafka_pid >/dev/null; then
+    if kafka_running; then
         log "scripts/kafka/pom.xml changed: stopping kafka to swap its jars"
-        kafka_stop
+        kafka_stop_all
     fi
     log "fetching Kafka jars from Maven Central into $KAFKA_LIBS"
     local tmp="$KAFKA_DIR/libs.tmp"
@@ -336,34 +377,52 @@ kafka_libs_fetch() {
 # it is restarted so that the file and the broker agree.
 kafka_write_config() {
     local new="$KAFKA_CONFIG.new"
+    local what quorum internal replicas=$KAFKA_SIZE min_isr=1 id voters=()
+    if ((KAFKA_SIZE == 1)); then
+        what="One KRaft node that is both broker and controller (SPEC §3)."
+        quorum="controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT"
+        internal="Internal topics on a single node: replication factor 1, and few partitions"
+    else
+        what="Node $KAFKA_NODE of $KAFKA_SIZE KRaft nodes, each broker and controller (a static quorum)."
+        for ((id = 1; id <= KAFKA_SIZE; id++)); do
+            voters+=("$id@$KAFKA_HOST:$((9093 + 2 * (id - 1)))")
+        done
+        quorum="controller.quorum.voters=$(IFS=,; echo "${voters[*]}")"
+        internal="Internal topics on every node (the offsets topic's commits wait for
+# all in-sync copies), and few partitions"
+        min_isr=2
+    fi
+    mkdir -p "$KAFKA_NODE_DIR"
     cat >"$new" <<EOF
 # Written by scripts/services.sh on every \`up\`; edit the script, not this file.
-# One KRaft node that is both broker and controller (SPEC §3).
+# $what
 process.roles=broker,controller
-node.id=1
+node.id=$KAFKA_NODE
 listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
 advertised.listeners=PLAINTEXT://$KAFKA_HOST:$KAFKA_PORT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT
+$quorum
 log.dirs=$KAFKA_DATA
 
 num.partitions=$DEFAULT_PARTITIONS
-default.replication.factor=1
+default.replication.factor=$replicas
+# Per topic: the cluster's topics ask for 2 (scripts/services.sh topic), the
+# tests' unreplicated ones cannot.
 min.insync.replicas=1
 auto.create.topics.enable=false
 delete.topic.enable=true
 
-# Internal topics on a single node: replication factor 1, and few partitions
+# $internal
 # so that the group coordinator loads fast.
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor=$replicas
 offsets.topic.num.partitions=12
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$replicas
+transaction.state.log.min.isr=$min_isr
 transaction.state.log.num.partitions=12
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor=$replicas
+share.coordinator.state.topic.min.isr=$min_isr
 # Tests start consumers one after the other; do not wait for more members.
 group.initial.rebalance.delay.ms=0
 # The consumer group protocol (KIP-848, GROUP_PROTOCOL=consumer): the broker
@@ -386,7 +445,7 @@ EOF
         rm -f "$new"
     else
         if kafka_pid >/dev/null; then
-            log "server.properties changed: restarting kafka"
+            log "server.properties of node $KAFKA_NODE changed: restarting it"
             kafka_stop
         fi
         mv "$new" "$KAFKA_CONFIG"
@@ -416,22 +475,27 @@ kafka_pid() {
 # interrupted format, or data from elsewhere) is wiped and formatted anew.
 kafka_format() {
     local meta="$KAFKA_DATA/meta.properties"
-    if [[ -f $meta ]] && grep -q '^cluster.id=' "$meta" && grep -q '^node.id=1$' "$meta"; then
+    if [[ -f $meta ]] && grep -q '^cluster.id=' "$meta" && grep -q "^node.id=$KAFKA_NODE\$" "$meta"; then
         return 0
     fi
     if [[ -e $KAFKA_DATA ]]; then
         log "wiping $KAFKA_DATA (no valid meta.properties)"
     fi
     rm -rf "$KAFKA_DATA"
-    # A Kafka Uuid: 16 random bytes in unpadded URL-safe base64, not starting
-    # with '-' (as kafka-storage.sh random-uuid makes them, without a JVM).
-    local id=-
+    # The cluster's id if another node has one; else a new Kafka Uuid: 16
+    # random bytes in unpadded URL-safe base64, not starting with '-' (as
+    # kafka-storage.sh random-uuid makes them, without a JVM).
+    local id=- other
+    other=$(sed -n 's/^cluster.id=//p' "$KAFKA_DIR"/data/meta.properties "$KAFKA_DIR"/node-*/data/meta.properties 2>/dev/null | head -n1) || true
+    [[ -n $other ]] && id=$other
     while [[ $id == -* ]]; do
         id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
     done
-    log "formatting Kafka storage (cluster id $id)"
-    kafka_tool kafka.tools.StorageTool format -t "$id" -c "$KAFKA_CONFIG" --standalone \
-        >"$KAFKA_DIR/format.log" 2>&1 || { tail_log "$KAFKA_DIR/format.log"; die "kafka storage format failed"; }
+    local standalone=()
+    ((KAFKA_SIZE == 1)) && standalone=(--standalone)
+    log "formatting Kafka storage of node $KAFKA_NODE (cluster id $id)"
+    kafka_tool kafka.tools.StorageTool format -t "$id" -c "$KAFKA_CONFIG" "${standalone[@]}" \
+        >"$KAFKA_NODE_DIR/format.log" 2>&1 || { tail_log "$KAFKA_NODE_DIR/format.log"; die "kafka storage format failed"; }
 }
 
 kafka_launch() {
@@ -441,18 +505,18 @@ kafka_launch() {
 $(port_owner "$port")"
         fi
     done
-    log "starting kafka (log $KAFKA_SERVER_LOG)"
+    log "starting kafka node $KAFKA_NODE (log $KAFKA_SERVER_LOG)"
     : >"$KAFKA_STDOUT"
     KAFKA_LOG_OFFSET=$(stat -c %s "$KAFKA_SERVER_LOG" 2>/dev/null || echo 0)
     # setsid: the broker must not die with the shell (or CI step) that ran `up`.
     # In a non-interactive shell the subshell is no group leader, so setsid
     # execs java in place and $! is the broker's own pid.
     (
-        cd "$KAFKA_DIR"
+        cd "$KAFKA_NODE_DIR"
         exec setsid java "${KAFKA_HEAP_OPTS[@]}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
             -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
             -Djava.awt.headless=true \
-            -Dkafka.logs.dir="$KAFKA_DIR" \
+            -Dkafka.logs.dir="$KAFKA_NODE_DIR" \
             -Dlog4j2.configurationFile="$REPO/scripts/kafka/log4j2.xml" \
             -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONFIG"
     ) </dev/null >>"$KAFKA_STDOUT" 2>&1 9>&- &
@@ -486,7 +550,7 @@ kafka_wait_ready() {
         kafka_pid >/dev/null || return 2
         # Polling the port costs nothing; a JVM launch costs 2-3 s.
         if port_open "$KAFKA_HOST" "$KAFKA_PORT" &&
-            KAFKA_TOPIC_LIST=$(kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --list 2>>"$KAFKA_DIR/tools.log"); then
+            KAFKA_TOPIC_LIST=$(kafka_topics --list 2>>"$KAFKA_DIR/tools.log"); then
             return 0
         fi
         if ((SECONDS >= deadline)); then
@@ -498,7 +562,36 @@ kafka_wait_ready() {
     done
 }
 
+# Starts every node that is not running, then waits for each. The nodes of a
+# cluster start together: none answers before a quorum of controllers is up.
 kafka_start() {
+    if ((KAFKA_SIZE == 1)); then
+        kafka_start_node
+        return
+    fi
+    local id
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        if kafka_pid >/dev/null; then
+            log "kafka node $id already running (pid $(kafka_pid))"
+            continue
+        fi
+        rm -f "$KAFKA_PIDFILE"
+        kafka_format
+        kafka_launch
+    done
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        if ! kafka_wait_ready; then
+            tail_log "$KAFKA_STDOUT" 20
+            tail_log "$KAFKA_SERVER_LOG"
+            die "kafka node $id exited during start-up"
+        fi
+    done
+    kafka_select 1
+}
+
+kafka_start_node() {
     local attempt rc
     for attempt in 1 2; do
         if ! kafka_pid >/dev/null; then
@@ -531,8 +624,11 @@ kafka_start() {
 # Creates NAME with PARTITIONS partitions unless it exists.
 kafka_create_topic() {
     local name=$1 partitions=$2
-    kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --create --if-not-exists \
-        --topic "$name" --partitions "$partitions" --replication-factor 1 >/dev/null
+    local replicated=()
+    ((KAFKA_SIZE > 1)) && replicated=(--config min.insync.replicas=2)
+    kafka_topics --create --if-not-exists \
+        --topic "$name" --partitions "$partitions" --replication-factor "$KAFKA_SIZE" \
+        "${replicated[@]}" >/dev/null
 }
 
 kafka_ensure_topics() {
@@ -555,7 +651,7 @@ kafka_stop() {
         rm -f "$KAFKA_PIDFILE"
         return 0
     fi
-    log "stopping kafka (pid $pid)"
+    log "stopping kafka node $KAFKA_NODE (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     local deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
     while kill -0 "$pid" 2>/dev/null; do
@@ -568,6 +664,56 @@ kafka_stop() {
     done
     while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
     rm -f "$KAFKA_PIDFILE"
+}
+
+# Every node, the last first (node 1, which the tools talk to, stays longest).
+kafka_stop_all() {
+    local id
+    for ((id = KAFKA_SIZE; id >= 1; id--)); do
+        kafka_select "$id"
+        kafka_stop
+    done
+    kafka_select 1
+}
+
+# Whether any node runs.
+kafka_running() {
+    local id found=1
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        kafka_pid >/dev/null && found=0
+    done
+    kafka_select 1
+    return "$found"
+}
+
+# The pids of the running nodes, for messages: "1:1234 2:1240".
+kafka_pids() {
+    local id pids=()
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        pids+=("$id:$(kafka_pid || echo down)")
+    done
+    kafka_select 1
+    echo "${pids[*]}"
+}
+
+# --brokers N / KAFKA_BROKERS=N: the cluster `up` is to run. Another count
+# than the data was formatted for makes a new cluster: the data goes.
+kafka_resize() {
+    local want=$1
+    [[ $want == 1 || $want == 3 ]] || die "--brokers (KAFKA_BROKERS) must be 1 or 3, got '$want'"
+    if [[ -f $KAFKA_SIZE_FILE && $want == "$KAFKA_SIZE" ]]; then
+        return 0
+    fi
+    if [[ $want != "$KAFKA_SIZE" ]]; then
+        log "kafka goes from $KAFKA_SIZE to $want nodes: wiping its local data (topics are created again)"
+        kafka_stop_all
+        rm -rf "$KAFKA_DIR/data" "$KAFKA_DIR"/node-*
+    fi
+    mkdir -p "$KAFKA_DIR"
+    echo "$want" >"$KAFKA_SIZE_FILE"
+    kafka_size "$want"
 }
 
 # --- Commands -------------------------------------------------------------------
@@ -583,6 +729,14 @@ lock() {
 }
 
 cmd_up() {
+    local brokers=${KAFKA_BROKERS:-1}
+    while (($#)); do
+        case $1 in
+            --brokers) [[ $# -ge 2 ]] || die "--brokers needs a count (1 or 3)"; brokers=$2; shift 2 ;;
+            --brokers=*) brokers=${1#--brokers=}; shift ;;
+            *) die "up: unknown option $1 (usage: $0 up [--brokers 1|3])" ;;
+        esac
+    done
     ((EUID == 0)) || die "run as root (postgres is started as the postgres user)"
     lock
     ensure_packages
@@ -595,15 +749,21 @@ cmd_up() {
 
     mkdir -p "$KAFKA_DIR"
     kafka_libs_fetch
-    kafka_write_config
+    kafka_resize "$brokers"
+    local id
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        kafka_write_config
+    done
+    kafka_select 1
     kafka_start
     kafka_ensure_topics
-    log "kafka ready on $KAFKA_BOOTSTRAP (pid $(kafka_pid))"
+    log "kafka ready on $KAFKA_BOOTSTRAP (node:pid $(kafka_pids))"
 }
 
 cmd_down() {
     lock
-    kafka_stop
+    kafka_stop_all
     pg_stop
 }
 
@@ -618,15 +778,21 @@ cmd_status() {
         echo "postgres: down"
         down=1
     fi
-    if pid=$(kafka_pid) && port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
-        echo "kafka:    up (pid $pid, $KAFKA_BOOTSTRAP, data $KAFKA_DATA)"
-    elif pid=$(kafka_pid); then
-        echo "kafka:    starting or not answering (pid $pid)"
-        down=1
-    else
-        echo "kafka:    down"
-        down=1
-    fi
+    local id name=kafka
+    for ((id = 1; id <= KAFKA_SIZE; id++)); do
+        kafka_select "$id"
+        ((KAFKA_SIZE > 1)) && name="kafka-$id"
+        if pid=$(kafka_pid) && port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
+            printf '%-10s%s\n' "$name:" "up (pid $pid, $KAFKA_HOST:$KAFKA_PORT, data $KAFKA_DATA)"
+        elif pid=$(kafka_pid); then
+            printf '%-10s%s\n' "$name:" "starting or not answering (pid $pid)"
+            down=1
+        else
+            printf '%-10s%s\n' "$name:" "down"
+            down=1
+        fi
+    done
+    kafka_select 1
     return "$down"
 }
 
@@ -634,7 +800,7 @@ cmd_topic() {
     local name=${1:-} partitions=${2:-$DEFAULT_PARTITIONS}
     [[ -n $name ]] || die "usage: $0 topic NAME [PARTITIONS]"
     [[ $partitions =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$partitions'"
-    kafka_pid >/dev/null || die "kafka is not running (run: $0 up)"
+    kafka_running || die "kafka is not running (run: $0 up)"
     kafka_create_topic "$name" "$partitions"
     # --if-not-exists keeps an existing topic as it is: say so when its
     # partition count differs from the one asked for.
@@ -657,15 +823,43 @@ cmd_restart_postgres() {
     pg_wait_ready
 }
 
+# The node id of NODE: a number, leader:TOPIC or coordinator:GROUP.
+kafka_node_of() {
+    local node=$1 id
+    case $node in
+        leader:?*)
+            # The node leading most of the topic's partitions.
+            id=$(kcat -L -b "$KAFKA_BOOTSTRAP" -t "${node#leader:}" -m 10 2>/dev/null |
+                sed -n 's/^ *partition [0-9]*, leader \([0-9]*\),.*/\1/p' | sort | uniq -c |
+                sort -k1,1nr -k2,2n | awk 'NR == 1 {print $2}')
+            [[ -n $id ]] || die "no leader found for topic ${node#leader:}"
+            ;;
+        coordinator:?*)
+            id=$(kafka_tool org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+                --bootstrap-server "$KAFKA_BOOTSTRAP" --command-config "$KAFKA_ADMIN_CONFIG" \
+                --describe --state --group "${node#coordinator:}" 2>/dev/null |
+                sed -n 's/.*:[0-9]* *(\([0-9]*\)).*/\1/p' | head -n1)
+            [[ -n $id ]] || die "no coordinator found for group ${node#coordinator:}"
+            ;;
+        *) id=$node ;;
+    esac
+    [[ $id =~ ^[0-9]+$ ]] && ((id >= 1 && id <= KAFKA_SIZE)) ||
+        die "kill-kafka: '$node' is not a node of this cluster (1..$KAFKA_SIZE, leader:TOPIC, coordinator:GROUP)"
+    echo "$id"
+}
+
 cmd_kill_kafka() {
     lock
-    local pid
-    pid=$(kafka_pid) || die "kafka is not running (run: $0 up)"
-    log "killing kafka with -9 (pid $pid)"
+    local id pid
+    id=$(kafka_node_of "${1:-1}")
+    kafka_select "$id"
+    pid=$(kafka_pid) || die "kafka node $id is not running (run: $0 up)"
+    log "killing kafka node $id with -9 (pid $pid)"
     kill -KILL "$pid"
     # Gone, or a zombie (no cmdline) when nobody reaps it yet.
     while kafka_pid >/dev/null; do sleep 0.05; done
     rm -f "$KAFKA_PIDFILE"
+    echo "$id"
 }
 
 # Databases and topics that tests and benchmark runs create for themselves
@@ -678,7 +872,7 @@ RUN_TOPICS='(orders_test|lt|chaos)_.*'
 cmd_prune() {
     lock
     pg_pid >/dev/null || die "postgres is not running (run: $0 up)"
-    kafka_pid >/dev/null || die "kafka is not running (run: $0 up)"
+    kafka_running || die "kafka is not running (run: $0 up)"
     local psql=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres)
     local count
     count=$("${psql[@]}" -c "SELECT count(*) FROM pg_database WHERE datname ~ '$RUN_DATABASES'") ||
@@ -689,8 +883,8 @@ WHERE datname ~ '$RUN_DATABASES'
 \\gexec
 SQL
     log "dropped $count run databases"
-    if kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --list | grep -qE "^$RUN_TOPICS\$"; then
-        kafka_tool "${KAFKA_TOPIC_COMMAND[@]}" --delete --topic "$RUN_TOPICS" >/dev/null
+    if kafka_topics --list | grep -qE "^$RUN_TOPICS\$"; then
+        kafka_topics --delete --topic "$RUN_TOPICS" >/dev/null
     fi
     log "deleted the run topics"
 }
@@ -706,8 +900,9 @@ main() {
         restart-postgres) cmd_restart_postgres "$@" ;;
         kill-kafka) cmd_kill_kafka "$@" ;;
         prune) cmd_prune "$@" ;;
+        bootstrap) echo "$KAFKA_BOOTSTRAP" ;;
         *)
-            echo "usage: $0 up | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka | prune" >&2
+            echo "usage: $0 up [--brokers 1|3] | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka [NODE] | prune | bootstrap" >&2
             exit 2
             ;;
     esac

@@ -113,7 +113,7 @@ pub struct BatchSettings {
 pub struct Pipeline {
     pub consumer: Arc<InboxConsumer>,
     pub offsets: Arc<CommittedOffsets>,
-    pub inbox: Inbox,
+    pub inbox: Arc<Inbox>,
     pub dlq: Option<Dlq>,
     pub metrics: Metrics,
     pub settings: BatchSettings,
@@ -164,7 +164,7 @@ impl Pipeline {
                 break;
             }
         }
-        self.close();
+        self.close(fatal.is_some());
         match fatal {
             Some(error) => Err(error.into()),
             None => Ok(()),
@@ -173,7 +173,7 @@ impl Pipeline {
 
     /// Commits every offset the database has, synchronously, and leaves the
     /// group (dropping the consumer closes it, which revokes its partitions).
-    fn close(self) {
+    fn close(self, fatal: bool) {
         let offsets = self.offsets.all();
         if offsets.count() > 0 {
             if let Err(error) = self.consumer.commit(&offsets, CommitMode::Sync) {
@@ -186,6 +186,13 @@ impl Pipeline {
         }
         self.consumer.unsubscribe();
         tracing::info!("consumer closed");
+        if fatal {
+            // Destroying a client that failed fatally can wait many seconds
+            // on its broker connections (seen: 10 s after a coordinator
+            // moved); the consumer that replaces it does not wait for that.
+            let Pipeline { consumer, dlq, .. } = self;
+            std::thread::spawn(move || drop((consumer, dlq)));
+        }
     }
 
     /// Sends an offset commit; its outcome reaches the commit callback,

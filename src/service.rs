@@ -83,6 +83,57 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     )
     .await;
 
+    let inbox = Arc::new(inbox);
+    let mut fences: std::collections::VecDeque<std::time::Instant> = Default::default();
+    loop {
+        let result = consume(&args, &kafka, &pool, &inbox, &metrics, shutdown.clone()).await;
+        match result {
+            Err(crate::pipeline::PipelineError::Kafka(error)) if is_fenced(&error) => {
+                // A static member fenced by its own instance id: the group
+                // coordinator moved (a broker lost) and the new one no longer
+                // knew this member. librdkafka's consumer is done for; a new
+                // one joins again under the same group.instance.id, and the
+                // database's positions say where each partition starts.
+                // Fence after fence is another process running with the same
+                // instance id: stop rather than fence it back forever.
+                fences.retain(|at| at.elapsed() < FENCE_WINDOW);
+                fences.push_back(std::time::Instant::now());
+                if fences.len() >= FENCES_TO_STOP {
+                    tracing::error!(%error, fences = fences.len(), "fenced again and again: another consumer runs with this group.instance.id; stopping");
+                    return Err(crate::pipeline::PipelineError::Kafka(error).into());
+                }
+                tracing::warn!(%error, "this static member was fenced (the group coordinator moved); joining the group again with a new consumer");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            result => return result.map_err(Into::into),
+        }
+    }
+}
+
+/// So many fences within `FENCE_WINDOW` mean two processes share an
+/// instance id.
+const FENCES_TO_STOP: usize = 3;
+const FENCE_WINDOW: Duration = Duration::from_secs(300);
+
+/// Whether a fatal consumer error is a static member's fence.
+fn is_fenced(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+    matches!(
+        error,
+        KafkaError::MessageConsumptionFatal(RDKafkaErrorCode::FencedInstanceId)
+    )
+}
+
+/// One Kafka consumer's life: created, subscribed, run by the pipeline until
+/// shutdown (or a fatal client error), closed.
+async fn consume(
+    args: &RunArgs,
+    kafka: &crate::kafka::KafkaSettings,
+    pool: &sqlx::PgPool,
+    inbox: &Arc<Inbox>,
+    metrics: &Metrics,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), crate::pipeline::PipelineError> {
     let offsets = Arc::new(CommittedOffsets::default());
     let context = InboxContext {
         offsets: offsets.clone(),
@@ -101,7 +152,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     consumer.subscribe(&[&args.kafka_topic])?;
     let dlq = match args.dlq_topic.trim() {
         "" => None,
-        topic => Some(Dlq::new(&kafka, topic.to_owned())?),
+        topic => Some(Dlq::new(kafka, topic.to_owned())?),
     };
     tracing::info!(
         topic = %args.kafka_topic,
@@ -114,9 +165,9 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     Pipeline {
         consumer: Arc::new(consumer),
         offsets,
-        inbox,
+        inbox: inbox.clone(),
         dlq,
-        metrics,
+        metrics: metrics.clone(),
         settings: BatchSettings {
             max_records: args.max_records(),
             linger: args.linger(),
@@ -125,8 +176,7 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         },
     }
     .run(shutdown)
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Warns when the topic keeps records longer than the dedup window: a replay

@@ -4,7 +4,9 @@
 //! session ends (UnreleasedInstanceId, fatal in librdkafka). The consumer
 //! says so and exits non-zero, for its supervisor to start it again, rather
 //! than spinning in a dead client; started again later, it goes on, and
-//! nothing is lost or applied twice.
+//! nothing is lost or applied twice. And under the classic protocol, a
+//! static member that is fenced joins again, but two processes sharing an
+//! instance id do not fence each other forever.
 
 mod common;
 
@@ -71,4 +73,62 @@ async fn a_static_member_restarted_too_soon_exits_and_a_later_start_goes_on() {
     wait_all_committed(&spec.group, &topic, 2, 100, Duration::from_secs(30)).await;
     running.stop().await;
     assert_eq!(db.reserved("SKU-1").await, 100);
+}
+
+/// Two processes started with the same `group.instance.id` (a deployment
+/// mistake) under the classic protocol: each join fences the other. A fenced
+/// member joins again (as after a coordinator move), but not forever: after
+/// repeated fences one of them stops with a line saying why, the other goes
+/// on, and nothing is lost or applied twice.
+#[tokio::test]
+async fn twins_with_one_instance_id_end_with_one_stopping_and_nothing_doubled() {
+    let topic = fresh_topic(2).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 10_000)]).await;
+    let spec =
+        ConsumerSpec::new(&db, &topic).env("KAFKA_PROPERTY_GROUP_INSTANCE_ID", &unique("twin"));
+    let batch = |from: usize, to: usize| -> Vec<Outgoing> {
+        (from..to)
+            .map(|i| Outgoing::event(&order(&format!("TWIN-{i}"), &[("SKU-1", 1)])))
+            .collect()
+    };
+    let producer = producer();
+    produce(&producer, &topic, &batch(0, 50)).await;
+    let mut first = spec.start();
+    wait_for_ledger(&db, 50, Duration::from_secs(60)).await;
+    let mut second = spec.start();
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (stopped, mut survivor) = loop {
+        if first.child.try_wait().expect("try_wait").is_some() {
+            break (first, second);
+        }
+        if second.child.try_wait().expect("try_wait").is_some() {
+            break (second, first);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "neither twin stopped within 120 s; logs:\n{}\n---\n{}",
+            first.log_text(),
+            second.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let log = stopped.log_text();
+    assert!(
+        log.contains("joining the group again with a new consumer")
+            && log.contains("another consumer runs with this group.instance.id"),
+        "the stopped twin joined again, then said why it stops: {log}"
+    );
+
+    produce(&producer, &topic, &batch(50, 100)).await;
+    wait_for_ledger(&db, 100, Duration::from_secs(60)).await;
+    assert!(
+        survivor.child.try_wait().expect("try_wait").is_none(),
+        "the other twin goes on: {}",
+        survivor.log_text()
+    );
+    assert_eq!(db.ledger_rows().await, 100);
+    assert_eq!(db.reserved("SKU-1").await, 100, "each event applied once");
+    survivor.stop().await;
 }

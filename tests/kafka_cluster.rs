@@ -6,8 +6,9 @@
 //!   goes on with the leaders the cluster elects, and catches up to the end
 //!   while that broker is still dead (the outage is an election, not a
 //!   restart);
-//! - the group coordinator killed with -9: the offsets are committed again
-//!   and land on the new coordinator, while the old one is still dead;
+//! - the group coordinator killed with -9 under a static member: the
+//!   offsets are committed again and land on the new coordinator, while the
+//!   old one is still dead (a member fenced by the move joins again);
 //! - a rolling restart of the three brokers, one at a time, each back in
 //!   sync before the next goes.
 //!
@@ -18,13 +19,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::private_kafka::PrivateKafka;
 use common::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use tokio::sync::Mutex;
 
 const PARTITIONS: i32 = 6;
 /// Records produced per 100 ms: 150 events/s.
@@ -46,7 +47,7 @@ const SKUS: [&str; 5] = [
 const ON_HAND: i64 = 1_000_000;
 
 /// One cluster at a time on the two cores.
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// A cluster, a topic on it, a consumer of it, and traffic being produced.
 struct Run {
@@ -63,12 +64,19 @@ impl Run {
     /// Starts it all and waits until the consumer has applied
     /// `ROWS_BEFORE_FAULT` events (and so committed offsets).
     async fn start(prefix: &str, unique_events: usize) -> Run {
+        Run::start_with(prefix, unique_events, &[]).await
+    }
+
+    async fn start_with(prefix: &str, unique_events: usize, env: &[(&str, &str)]) -> Run {
         let kafka = PrivateKafka::cluster(3);
         let topic = kafka.topic(PARTITIONS).await;
         let db = TestDb::new().await;
         db.seed_stock(&SKUS.map(|sku| (sku, ON_HAND))).await;
         let mut spec = ConsumerSpec::new(&db, &topic);
         spec.bootstrap = kafka.bootstrap();
+        for (key, value) in env {
+            spec = spec.env(key, value);
+        }
         let consumer = spec.start();
         eprintln!("consumer log: {}", consumer.log.display());
         let traffic = Traffic::orders(prefix, &SKUS, unique_events, DUPLICATE_EVERY, DUPLICATE_LAG);
@@ -152,7 +160,8 @@ impl Run {
     /// Exactly once, every duplicate recognised, the consumer still running.
     async fn reconcile(self) {
         self.traffic.assert_applied_once(&self.db).await;
-        let duplicates_sent = (self.traffic.records.len() as i64 - self.traffic.unique_events) as f64;
+        let duplicates_sent =
+            (self.traffic.records.len() as i64 - self.traffic.unique_events) as f64;
         let ignored = self.consumer.metric("inbox_duplicate_ignored_total").await;
         assert!(
             ignored >= duplicates_sent,
@@ -161,7 +170,9 @@ impl Run {
         eprintln!(
             "records read again and absorbed by the ledger: {}; offset commit failures: {}",
             ignored - duplicates_sent,
-            self.consumer.metric("inbox_offset_commit_failures_total").await
+            self.consumer
+                .metric("inbox_offset_commit_failures_total")
+                .await
         );
         self.consumer.stop().await;
     }
@@ -181,7 +192,7 @@ impl Run {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_partition_leader_killed_the_consumer_goes_on_with_the_elected_leaders() {
-    let _turn = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut run = Run::start("ORD-LEADER", 3_000).await;
     // The broker leading most of the topic's partitions, other than the
     // group coordinator (whose loss the next test is about).
@@ -199,17 +210,24 @@ async fn the_partition_leader_killed_the_consumer_goes_on_with_the_elected_leade
         .filter(|(_, &leader)| leader == victim)
         .map(|(&partition, _)| partition)
         .collect();
-    assert!(!led.is_empty(), "node {victim} leads a partition: {leaders:?}");
+    assert!(
+        !led.is_empty(),
+        "node {victim} leads a partition: {leaders:?}"
+    );
     eprintln!("killing node {victim}, leader of partitions {led:?} (coordinator {coordinator})");
     let fault = Instant::now();
     run.kafka.kill_node(victim);
-    let stalled = run.wait_progress(200, "200 more ledger rows with the leader dead").await;
+    let stalled = run
+        .wait_progress(200, "200 more ledger rows with the leader dead")
+        .await;
     eprintln!("applying again {:?} after the leader was killed", stalled);
     run.wait_caught_up(fault).await;
     // Still dead: the partitions it led are led by the others now.
     let after = run.kafka.leaders(&run.topic);
     assert!(
-        after.values().all(|&leader| leader >= 0 && leader != victim),
+        after
+            .values()
+            .all(|&leader| leader >= 0 && leader != victim),
         "every partition has a live leader: {after:?}"
     );
     run.reconcile().await;
@@ -217,8 +235,16 @@ async fn the_partition_leader_killed_the_consumer_goes_on_with_the_elected_leade
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_group_coordinator_killed_offsets_land_on_the_new_one() {
-    let _turn = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut run = Run::start("ORD-COORD", 3_000).await;
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
+    // A static member, as deployments that restart in place run it: when
+    // the coordinator moves it may be fenced by its own instance id, and it
+    // must join again by itself (the catch-up below fails if it exited).
+    let mut run = Run::start_with(
+        "ORD-COORD",
+        3_000,
+        &[("KAFKA_PROPERTY_GROUP_INSTANCE_ID", "inbox-0")],
+    )
+    .await;
     let coordinator = run.kafka.coordinator(&run.spec.group);
     eprintln!("killing node {coordinator}, the group coordinator");
     let fault = Instant::now();
@@ -228,6 +254,12 @@ async fn the_group_coordinator_killed_offsets_land_on_the_new_one() {
     // Committed to the end (read from the new coordinator) while the old
     // one is still dead.
     run.wait_caught_up(fault).await;
+    eprintln!(
+        "fenced and joined again: {}",
+        run.consumer
+            .log_text()
+            .contains("joining the group again with a new consumer")
+    );
     let moved = run.kafka.coordinator(&run.spec.group);
     assert_ne!(moved, coordinator, "the coordinator moved");
     assert!(moved >= 0, "the group has a live coordinator");
@@ -236,7 +268,7 @@ async fn the_group_coordinator_killed_offsets_land_on_the_new_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_every_broker_loses_and_doubles_nothing() {
-    let _turn = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = ONE_CLUSTER_AT_A_TIME.lock().await;
     let mut run = Run::start("ORD-ROLL", 6_000).await;
     let fault = Instant::now();
     for id in run.kafka.ids() {

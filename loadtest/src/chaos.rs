@@ -9,10 +9,17 @@
 //! 1. `kill-consumer`: kill -9 of the consumer at random moments, restarted
 //!    at once.
 //! 2. `rebalance-storm`: three members in one group; every few seconds one
-//!    of them is stopped or started again.
+//!    of them is stopped or started again. `rebalance-storm-consumer` is the
+//!    same storm under the consumer group protocol (KIP-848,
+//!    `GROUP_PROTOCOL=consumer`) in a group of its own, for the comparison.
 //! 3. `restart-database`: PostgreSQL restarted twice (`--restart-database-cmd`).
 //! 4. `kill-broker`: kill -9 of the Kafka broker (`--kill-broker-cmd`), then
 //!    started again (`--start-broker-cmd`).
+//!    On a cluster, `kill-leader` (`--kill-leader-cmd`: the node leading most
+//!    of the topic's partitions) and `kill-coordinator`
+//!    (`--kill-coordinator-cmd`: the group's coordinator): the group
+//!    recovers while the node is still dead (the cluster elects new leaders,
+//!    or a new coordinator); the node is started again after the scenario.
 //! 5. `replay`: the positions set back to the earliest offsets (`positions
 //!    set`), a consumer under a new group re-reads the whole topic from
 //!    the earliest offset while the load goes on: everything of scenarios
@@ -62,8 +69,11 @@ const FAULT_GAP: (f64, f64) = (2.0, 4.0);
 pub enum Scenario {
     KillConsumer,
     RebalanceStorm,
+    RebalanceStormConsumer,
     RestartDatabase,
     KillBroker,
+    KillLeader,
+    KillCoordinator,
     Replay,
     FailoverDatabase,
 }
@@ -73,8 +83,11 @@ impl Scenario {
         match self {
             Scenario::KillConsumer => "kill-consumer",
             Scenario::RebalanceStorm => "rebalance-storm",
+            Scenario::RebalanceStormConsumer => "rebalance-storm-consumer",
             Scenario::RestartDatabase => "restart-database",
             Scenario::KillBroker => "kill-broker",
+            Scenario::KillLeader => "kill-leader",
+            Scenario::KillCoordinator => "kill-coordinator",
             Scenario::Replay => "replay",
             Scenario::FailoverDatabase => "failover-database",
         }
@@ -141,8 +154,18 @@ pub struct ChaosArgs {
     kill_broker_cmd: Option<String>,
 
     /// Shell command starting the broker; returns once it answers again.
+    /// On a cluster: starting whichever node is down.
     #[arg(long, value_name = "COMMAND")]
     start_broker_cmd: Option<String>,
+
+    /// Shell command killing with -9 the node that leads most of the
+    /// topic's partitions (a cluster).
+    #[arg(long, value_name = "COMMAND")]
+    kill_leader_cmd: Option<String>,
+
+    /// Shell command killing with -9 the group's coordinator (a cluster).
+    #[arg(long, value_name = "COMMAND")]
+    kill_coordinator_cmd: Option<String>,
 
     /// Longest wait for the group to recover from one fault.
     #[arg(long, default_value_t = 180.0)]
@@ -204,10 +227,23 @@ impl ChaosArgs {
             "--start-broker-cmd",
             &self.start_broker_cmd,
         )?;
+        for scenario in [Scenario::KillLeader, Scenario::KillCoordinator] {
+            needs(scenario, "--start-broker-cmd", &self.start_broker_cmd)?;
+        }
+        needs(
+            Scenario::KillLeader,
+            "--kill-leader-cmd",
+            &self.kill_leader_cmd,
+        )?;
+        needs(
+            Scenario::KillCoordinator,
+            "--kill-coordinator-cmd",
+            &self.kill_coordinator_cmd,
+        )?;
         Ok(())
     }
 
-    fn member_config(&self, group: &str) -> Result<MemberConfig> {
+    fn member_config(&self, group: &str, scenario: Scenario) -> Result<MemberConfig> {
         let binary = match &self.consumer_bin {
             Some(path) => path.clone(),
             None => std::env::current_exe()
@@ -225,7 +261,26 @@ impl ChaosArgs {
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .ok_or_else(|| anyhow!("--consumer-env {pair:?} is not KEY=VALUE"))
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<(String, String)>>>()?;
+        // The consumer protocol's storm: the broker owns session and
+        // heartbeat, which the consumer then refuses to be given.
+        let env = if scenario == Scenario::RebalanceStormConsumer {
+            let mut env: Vec<_> = env
+                .into_iter()
+                .filter(|(key, _)| {
+                    !matches!(
+                        key.as_str(),
+                        "GROUP_PROTOCOL"
+                            | "KAFKA_PROPERTY_SESSION_TIMEOUT_MS"
+                            | "KAFKA_PROPERTY_HEARTBEAT_INTERVAL_MS"
+                    )
+                })
+                .collect();
+            env.push(("GROUP_PROTOCOL".to_owned(), "consumer".to_owned()));
+            env
+        } else {
+            env
+        };
         Ok(MemberConfig {
             binary,
             database_url: self.target.database_url.clone(),
@@ -338,6 +393,9 @@ impl Run<'_> {
             .unwrap_or_else(|| format!("{}-chaos", self.args.target.topic));
         match scenario {
             Scenario::Replay => format!("{base}-replay-{}", self.tag),
+            // A group of its own: one group does not change protocol
+            // between scenarios.
+            Scenario::RebalanceStormConsumer => format!("{base}-kip848"),
             _ => base,
         }
     }
@@ -348,10 +406,10 @@ impl Run<'_> {
 
     async fn scenario(&mut self, scenario: Scenario) -> Result<Outcome> {
         let group = self.group(scenario);
-        let config = self.args.member_config(&group)?;
+        let config = self.args.member_config(&group, scenario)?;
         let port = self.args.metrics_port;
         let mut members: Vec<Member> = match scenario {
-            Scenario::RebalanceStorm => (0..STORM_MEMBERS)
+            Scenario::RebalanceStorm | Scenario::RebalanceStormConsumer => (0..STORM_MEMBERS)
                 .map(|i| Member::new(&config, &format!("storm-{}", i + 1), port + i as u16, None))
                 .collect(),
             // One instance id across scenarios: each takes the partitions of
@@ -457,7 +515,7 @@ impl Injector<'_> {
                     faults.push(self.recovered("kill -9 consumer", at).await?);
                 }
             }
-            Scenario::RebalanceStorm => {
+            Scenario::RebalanceStorm | Scenario::RebalanceStormConsumer => {
                 let mut watchers = Vec::new();
                 let mut change = 0;
                 while started.elapsed() + Duration::from_secs_f64(FAULT_GAP.1) < duration {
@@ -496,6 +554,24 @@ impl Injector<'_> {
                 shell(self.args.start_broker_cmd.as_deref()).await?;
                 faults.push(self.recovered("kill -9 broker, start it", at).await?);
             }
+            Scenario::KillLeader | Scenario::KillCoordinator => {
+                let (command, what) = if scenario == Scenario::KillLeader {
+                    (&self.args.kill_leader_cmd, "kill -9 the partitions' leader")
+                } else {
+                    (
+                        &self.args.kill_coordinator_cmd,
+                        "kill -9 the group coordinator",
+                    )
+                };
+                sleep_until(started + duration / 3).await;
+                let at = Instant::now();
+                shell(command.as_deref()).await?;
+                // Recovered with the node still dead: the repair is the
+                // cluster's own (an election), not a restart.
+                faults.push(self.recovered_supervised(what, at).await?);
+                sleep_until(started + duration * 2 / 3).await;
+                shell(self.args.start_broker_cmd.as_deref()).await?;
+            }
             Scenario::FailoverDatabase => {
                 sleep_until(started + duration / 3).await;
                 shell(self.args.cut_replica_cmd.as_deref()).await?;
@@ -531,6 +607,33 @@ impl Injector<'_> {
     /// the recovery counts from `at` (the fault).
     async fn recovered(&self, what: &str, at: Instant) -> Result<Fault> {
         self.watch(what.to_owned(), at).await?
+    }
+
+    /// `recovered`, while acting as the consumer's supervisor (a
+    /// StatefulSet's restart policy): a member that exits on its own (a
+    /// fatal Kafka error, e.g. a static member fenced after the
+    /// coordinator moved) is started again, and the fault says so.
+    async fn recovered_supervised(&mut self, what: &str, at: Instant) -> Result<Fault> {
+        let mut watch = self.watch(what.to_owned(), at);
+        let mut restarts = 0;
+        let mut fault = loop {
+            tokio::select! {
+                fault = &mut watch => break fault??,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    for member in self.members.iter_mut() {
+                        if let Some(exit) = member.exited_unexpectedly() {
+                            eprintln!("  {exit}: started again, as its supervisor would");
+                            member.start()?;
+                            restarts += 1;
+                        }
+                    }
+                }
+            }
+        };
+        if restarts > 0 {
+            fault.what = format!("{} ({restarts} consumer restart(s))", fault.what);
+        }
+        Ok(fault)
     }
 
     /// The same in the background, for faults that follow each other

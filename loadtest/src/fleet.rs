@@ -190,10 +190,15 @@ impl Member {
     }
 
     /// Whether the process died on its own (a crash the run did not cause).
+    /// When the process exited on its own, says how (and the member is then
+    /// no longer running: it may be started again).
     pub fn exited_unexpectedly(&mut self) -> Option<String> {
         let child = self.process.as_mut()?;
         match child.try_wait() {
-            Ok(Some(status)) => Some(format!("member {} exited: {status}", self.name)),
+            Ok(Some(status)) => {
+                self.process = None;
+                Some(format!("member {} exited: {status}", self.name))
+            }
             _ => None,
         }
     }

@@ -76,9 +76,15 @@ impl PrivateKafka {
             kafka.write_config(id);
         }
         // Each format is a JVM of its own: run them side by side.
-        let formats: Vec<_> = kafka.ids().into_iter().map(|id| kafka.format(id, &cluster_id)).collect();
+        let formats: Vec<_> = kafka
+            .ids()
+            .into_iter()
+            .map(|id| kafka.format(id, &cluster_id))
+            .collect();
         for (id, format) in kafka.ids().into_iter().zip(formats) {
-            let output = format.wait_with_output().expect("run kafka.tools.StorageTool");
+            let output = format
+                .wait_with_output()
+                .expect("run kafka.tools.StorageTool");
             assert!(
                 output.status.success(),
                 "formatting node {id}'s storage failed: {}{}",
@@ -346,7 +352,10 @@ impl PrivateKafka {
                 "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true",
             ])
-            .arg(format!("-Dkafka.logs.dir={}", dir.join(format!("logs-{id}")).display()))
+            .arg(format!(
+                "-Dkafka.logs.dir={}",
+                dir.join(format!("logs-{id}")).display()
+            ))
             .arg(format!(
                 "-Dlog4j2.configurationFile={}",
                 repo().join("scripts/kafka/log4j2.xml").display()
@@ -425,9 +434,9 @@ impl Drop for PrivateKafka {
 /// `Utils.abs(groupId.hashCode()) % partitions`, with Java's String hash over
 /// UTF-16 code units.
 fn offsets_partition(group: &str, partitions: i32) -> i32 {
-    let hash = group
-        .encode_utf16()
-        .fold(0i32, |hash, unit| hash.wrapping_mul(31).wrapping_add(i32::from(unit)));
+    let hash = group.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    });
     (hash & 0x7fff_ffff) % partitions
 }
 
