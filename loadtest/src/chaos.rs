@@ -564,8 +564,10 @@ impl Injector<'_> {
                     )
                 };
                 sleep_until(started + duration / 3).await;
-                let at = Instant::now();
                 shell(command.as_deref()).await?;
+                // From the kill: finding the node (a JVM tool for the
+                // coordinator) takes seconds before it.
+                let at = Instant::now();
                 // Recovered with the node still dead: the repair is the
                 // cluster's own (an election), not a restart.
                 faults.push(self.recovered_supervised(what, at).await?);
