@@ -104,6 +104,9 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
                 }
                 tracing::warn!(%error, "this static member was fenced (the group coordinator moved); joining the group again with a new consumer");
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                if *shutdown.borrow() {
+                    return Ok(());
+                }
             }
             result => return result.map_err(Into::into),
         }
