@@ -107,6 +107,8 @@ pub struct BatchSettings {
     /// The round trip to the database from which those lanes are used (see
     /// [`Pipeline::lanes`]).
     pub lanes_from_round_trip: Duration,
+    /// This consumer replaces one that was fenced (see `service::run`).
+    pub replaces_fenced: bool,
 }
 
 /// The running consumer.
@@ -118,6 +120,9 @@ pub struct Pipeline {
     pub metrics: Metrics,
     pub settings: BatchSettings,
 }
+
+/// The longest a shutdown waits for the Kafka client to close.
+const DESTROY_WAIT: Duration = Duration::from_secs(10);
 
 /// A pipeline error that ends `run`.
 #[derive(Debug, thiserror::Error)]
@@ -186,12 +191,24 @@ impl Pipeline {
         }
         self.consumer.unsubscribe();
         tracing::info!("consumer closed");
-        if fatal {
-            // Destroying a client that failed fatally can wait many seconds
-            // on its broker connections (seen: 10 s after a coordinator
-            // moved); the consumer that replaces it does not wait for that.
+        // Destroying a client that failed fatally can wait many seconds on
+        // its broker connections (seen: 10 s after a coordinator moved): its
+        // replacement does not wait for that. The replacement's own destroy
+        // at shutdown was once seen never to end: it gets a bounded wait.
+        // Otherwise the client is destroyed here (a dynamic member leaves
+        // the group then, so its partitions move at once).
+        if fatal || self.settings.replaces_fenced {
             let Pipeline { consumer, dlq, .. } = self;
-            std::thread::spawn(move || drop((consumer, dlq)));
+            let (destroyed, done) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                drop((consumer, dlq));
+                let _ = destroyed.send(());
+            });
+            if !fatal && done.recv_timeout(DESTROY_WAIT).is_err() {
+                tracing::warn!(
+                    "the Kafka client did not close within {DESTROY_WAIT:?}; exiting without it"
+                );
+            }
         }
     }
 

@@ -86,7 +86,17 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
     let inbox = Arc::new(inbox);
     let mut fences: std::collections::VecDeque<std::time::Instant> = Default::default();
     loop {
-        let result = consume(&args, &kafka, &pool, &inbox, &metrics, shutdown.clone()).await;
+        let replaces_fenced = !fences.is_empty();
+        let result = consume(
+            &args,
+            &kafka,
+            &pool,
+            &inbox,
+            &metrics,
+            shutdown.clone(),
+            replaces_fenced,
+        )
+        .await;
         match result {
             Err(crate::pipeline::PipelineError::Kafka(error)) if is_fenced(&error) => {
                 // A static member fenced by its own instance id: the group
@@ -136,6 +146,7 @@ async fn consume(
     inbox: &Arc<Inbox>,
     metrics: &Metrics,
     shutdown: watch::Receiver<bool>,
+    replaces_fenced: bool,
 ) -> Result<(), crate::pipeline::PipelineError> {
     let offsets = Arc::new(CommittedOffsets::default());
     let context = InboxContext {
@@ -176,6 +187,7 @@ async fn consume(
             linger: args.linger(),
             lanes: args.lanes(),
             lanes_from_round_trip: args.lanes_from_round_trip(),
+            replaces_fenced,
         },
     }
     .run(shutdown)
