@@ -41,7 +41,8 @@
 -- $16 sku, $17 quantity, $18 whether another candidate names the same
 -- (order_id, sku); one per partition: $19 topic, $20 partition, $21 next
 -- offset, $22 the position the consumer last wrote for it (null: none yet).
--- $1 is the ledger's consumer.
+-- $1 is the ledger's consumer; $23 the trace id of the batch's span (null
+-- when tracing is off), kept on its parked rows.
 --
 -- 0. Before anything: a partition whose position in the database is behind
 --    the one this consumer wrote ($22) means the database went back (a
@@ -223,9 +224,10 @@ to_park AS MATERIALIZED (
 ),
 parked AS (
     INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
-                              reason, error, payload, headers)
+                              reason, error, payload, headers, trace_id)
     SELECT $1, r.topic, r.kafka_partition, r.kafka_offset, r.message_id,
-           p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb
+           p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb,
+           $23::text
     FROM to_park p
     JOIN record r ON r.ord = p.ord
     ON CONFLICT DO NOTHING

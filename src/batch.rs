@@ -19,6 +19,9 @@ pub struct InboundRecord {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// The record's Kafka timestamp (milliseconds since the epoch), when it
+    /// has one: how old an unapplied record is (lag in seconds).
+    pub timestamp: Option<i64>,
     /// The record key (the order id); kept for the DLQ copy.
     pub key: Option<Vec<u8>>,
     pub payload: Option<Vec<u8>>,
@@ -200,6 +203,7 @@ mod tests {
             topic: "t".into(),
             partition,
             offset,
+            timestamp: None,
             key: None,
             payload: Some(payload),
             headers: vec![],

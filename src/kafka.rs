@@ -336,10 +336,14 @@ impl ConsumerContext for InboxContext {
     }
 
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
-        let assigned = consumer
-            .assignment()
-            .map(|a| a.count() > 0)
-            .unwrap_or(false);
+        let assignment = consumer.assignment().unwrap_or_default();
+        self.metrics.lag_clock.owned(
+            assignment
+                .elements()
+                .iter()
+                .map(|element| element.partition()),
+        );
+        let assigned = assignment.count() > 0;
         self.metrics
             .readiness
             .partitions_assigned
@@ -462,6 +466,7 @@ pub fn to_record<M: Message>(message: &M) -> InboundRecord {
         topic: message.topic().to_owned(),
         partition: message.partition(),
         offset: message.offset(),
+        timestamp: message.timestamp().to_millis(),
         key: message.key().map(<[u8]>::to_vec),
         payload: message.payload().map(<[u8]>::to_vec),
         headers,
@@ -475,6 +480,8 @@ pub mod dlq_headers {
     pub const SOURCE_TOPIC: &str = "inbox.source.topic";
     pub const SOURCE_PARTITION: &str = "inbox.source.partition";
     pub const SOURCE_OFFSET: &str = "inbox.source.offset";
+    /// The trace id of the batch span that parked it (tracing on).
+    pub const TRACE_ID: &str = "inbox.trace_id";
 }
 
 /// Best-effort copies of parked records to the DLQ topic. The `inbox_parked`
@@ -515,7 +522,13 @@ impl Dlq {
                 (dlq_headers::SOURCE_TOPIC, row.topic.as_str()),
                 (dlq_headers::SOURCE_PARTITION, partition.as_str()),
                 (dlq_headers::SOURCE_OFFSET, offset.as_str()),
-            ] {
+            ]
+            .into_iter()
+            .chain(
+                row.trace_id
+                    .as_deref()
+                    .map(|id| (dlq_headers::TRACE_ID, id)),
+            ) {
                 headers = headers.insert(KafkaHeader {
                     key,
                     value: Some(value),

@@ -23,6 +23,7 @@
 //! - [`positions`]: where partitions start: the database's positions.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - [`telemetry`]: OpenTelemetry spans of batches, exported over OTLP.
 //! - [`service`]: start-up wiring of `inventory-inbox run`.
 
 pub mod batch;
@@ -35,4 +36,5 @@ pub mod pipeline;
 pub mod positions;
 pub mod service;
 pub mod store;
+pub mod telemetry;
 pub mod window;

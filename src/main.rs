@@ -7,6 +7,7 @@ use inventory_inbox::config::{self, Cli, Command, OffsetTarget, ParkedCommand, P
 use inventory_inbox::positions;
 use inventory_inbox::service;
 use inventory_inbox::store::{self, Inbox, ReplayOutcome};
+use inventory_inbox::telemetry::Telemetry;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -26,11 +27,26 @@ fn main() -> ExitCode {
         // Colours only for a person at a terminal, not in files or collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // Tracing is set up before the runtime: its exporter's HTTP client
+    // blocks on a thread of its own.
+    let (telemetry, tracing_guard) = match &cli.command {
+        Command::Run(_) => match Telemetry::from_env(|name| std::env::var(name).ok()) {
+            Ok(tracing) => tracing,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => Telemetry::off_with_guard(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(dispatch(cli.command)) {
+    let result = runtime.block_on(dispatch(cli.command, telemetry));
+    drop(runtime);
+    tracing_guard.shutdown();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
@@ -39,9 +55,9 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<()> {
+async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> {
     match command {
-        Command::Run(args) => service::run(args).await?,
+        Command::Run(args) => service::run(args, telemetry).await?,
         Command::Migrate(args) => {
             args.validate()?;
             let pool = store::connect(args.connection(), 1).await?;

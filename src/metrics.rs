@@ -2,17 +2,19 @@
 //! once, and the small HTTP endpoint that serves them with `/healthz` and
 //! `/readyz`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::batch::{InboundRecord, PartitionKey};
 use crate::event::ParkReason;
 
 /// Latency buckets in seconds: fine steps between 5 and 60 ms so a p95 near
@@ -48,6 +50,9 @@ pub struct Metrics {
     pub db_retries: IntCounterVec,
     pub offset_commit_failures: IntCounter,
     pub consumer_lag: IntGaugeVec,
+    /// Set from `lag_clock` at each scrape.
+    consumer_lag_seconds: GaugeVec,
+    pub lag_clock: Arc<LagClock>,
     pub rebalances: IntCounterVec,
     pub id_conflicts: IntCounter,
     pub position_gaps: IntCounter,
@@ -157,6 +162,21 @@ impl Metrics {
                     .expect("registered once");
                 g
             },
+            consumer_lag_seconds: {
+                let g = prometheus::GaugeVec::new(
+                    Opts::new(
+                        "inbox_consumer_lag_seconds",
+                        "Age of the oldest record of the partition this member has received and not yet applied (its Kafka timestamp to now); 0 when it holds none. Per owned partition.",
+                    ),
+                    &["partition"],
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("registered once");
+                g
+            },
+            lag_clock: Arc::new(LagClock::default()),
             rebalances: counter_vec(
                 "inbox_rebalances_total",
                 "Consumer group rebalances seen by this consumer, by kind (assign, revoke).",
@@ -202,11 +222,110 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
+        self.set_lag_seconds(chrono::Utc::now().timestamp_millis());
+        self.render_without_refresh()
+    }
+
+    fn render_without_refresh(&self) -> String {
         let mut buffer = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut buffer)
             .expect("text encoding cannot fail");
         String::from_utf8(buffer).expect("exposition is UTF-8")
+    }
+}
+
+impl Metrics {
+    /// Lag in seconds of every partition this member owns.
+    fn set_lag_seconds(&self, now_ms: i64) {
+        self.consumer_lag_seconds.reset();
+        for (partition, age) in self.lag_clock.ages(now_ms) {
+            self.consumer_lag_seconds
+                .with_label_values(&[&partition.to_string()])
+                .set(age);
+        }
+    }
+}
+
+/// Per partition this member owns, the oldest record it has received and not
+/// yet applied: its offset and Kafka timestamp. The rebalance callback tells
+/// it the partitions owned, the pipeline what it receives and applies; a
+/// scrape reads the ages.
+#[derive(Default)]
+pub struct LagClock {
+    clock: Mutex<Clock>,
+}
+
+#[derive(Default)]
+struct Clock {
+    owned: BTreeSet<i32>,
+    oldest: BTreeMap<i32, (i64, i64)>,
+}
+
+impl LagClock {
+    /// A record polled from Kafka (records of a partition arrive in order).
+    pub fn received(&self, record: &InboundRecord) {
+        if let Some(timestamp) = record.timestamp {
+            self.clock
+                .lock()
+                .expect("lag clock lock")
+                .oldest
+                .entry(record.partition)
+                .or_insert((record.offset, timestamp));
+        }
+    }
+
+    /// Records applied up to `next` (per partition, the next offset); the
+    /// oldest unapplied record of those partitions is now the first `held`
+    /// one, if any.
+    pub fn applied<'a>(
+        &self,
+        next: &BTreeMap<PartitionKey, i64>,
+        held: impl Iterator<Item = &'a InboundRecord> + Clone,
+    ) {
+        let oldest = &mut self.clock.lock().expect("lag clock lock").oldest;
+        for ((_, partition), next) in next {
+            if oldest
+                .get(partition)
+                .is_some_and(|(offset, _)| offset >= next)
+            {
+                continue;
+            }
+            let first = held
+                .clone()
+                .filter(|r| r.partition == *partition && r.offset >= *next)
+                .filter_map(|r| Some((r.offset, r.timestamp?)))
+                .min();
+            match first {
+                Some(first) => oldest.insert(*partition, first),
+                None => oldest.remove(partition),
+            };
+        }
+    }
+
+    /// The partitions this member owns now (after a rebalance); what it
+    /// held of others is no longer its lag.
+    pub fn owned(&self, partitions: impl Iterator<Item = i32>) {
+        let mut clock = self.clock.lock().expect("lag clock lock");
+        clock.owned = partitions.collect();
+        let Clock { owned, oldest } = &mut *clock;
+        oldest.retain(|partition, _| owned.contains(partition));
+    }
+
+    /// Each owned partition's age of its oldest unapplied record, in
+    /// seconds; 0 for one that holds none.
+    fn ages(&self, now_ms: i64) -> BTreeMap<i32, f64> {
+        let clock = self.clock.lock().expect("lag clock lock");
+        clock
+            .owned
+            .iter()
+            .map(|partition| {
+                let age = clock.oldest.get(partition).map_or(0.0, |(_, timestamp)| {
+                    (now_ms - timestamp).max(0) as f64 / 1e3
+                });
+                (*partition, age)
+            })
+            .collect()
     }
 }
 
@@ -267,4 +386,64 @@ pub async fn serve(listener: TcpListener, metrics: Metrics) {
 /// Binds the metrics address; a clear error when it is taken.
 pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(address).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(partition: i32, offset: i64, timestamp: i64) -> InboundRecord {
+        InboundRecord {
+            topic: "t".into(),
+            partition,
+            offset,
+            timestamp: Some(timestamp),
+            key: None,
+            payload: None,
+            headers: vec![],
+        }
+    }
+
+    #[test]
+    fn lag_in_seconds_is_the_age_of_the_oldest_unapplied_record() {
+        let clock = LagClock::default();
+        clock.owned([0, 1].into_iter());
+        let held = [
+            record(0, 10, 1_000),
+            record(0, 11, 1_500),
+            record(1, 4, 2_000),
+        ];
+        for r in &held {
+            clock.received(r);
+        }
+        assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 2.0), (1, 1.0)]));
+        // Offset 10 applied: 11 is the oldest of partition 0 now.
+        let next = BTreeMap::from([(("t".to_owned(), 0), 11)]);
+        clock.applied(&next, held[1..].iter());
+        assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 1.5), (1, 1.0)]));
+        // Everything applied: nothing is late.
+        let next = BTreeMap::from([(("t".to_owned(), 0), 12), (("t".to_owned(), 1), 5)]);
+        clock.applied(&next, [].iter());
+        assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 0.0), (1, 0.0)]));
+    }
+
+    #[test]
+    fn a_revoked_partition_has_no_lag_here() {
+        let clock = LagClock::default();
+        clock.owned([2, 3].into_iter());
+        clock.received(&record(3, 0, 0));
+        clock.owned([2].into_iter());
+        assert_eq!(clock.ages(1_000), BTreeMap::from([(2, 0.0)]));
+    }
+
+    #[test]
+    fn every_owned_partition_has_a_lag_in_seconds_at_each_scrape() {
+        let metrics = Metrics::new();
+        metrics.lag_clock.owned([0, 1].into_iter());
+        metrics.lag_clock.received(&record(1, 40, 1_000));
+        metrics.set_lag_seconds(1_250);
+        let text = metrics.render_without_refresh();
+        assert!(text.contains("inbox_consumer_lag_seconds{partition=\"0\"} 0\n"));
+        assert!(text.contains("inbox_consumer_lag_seconds{partition=\"1\"} 0.25\n"));
+    }
 }

@@ -43,6 +43,8 @@ pub struct ParkedRow {
     pub order_id: Option<String>,
     /// A trace or correlation header of the record, for logs only.
     pub trace: Option<String>,
+    /// The trace id of the batch span that parked it (tracing on).
+    pub trace_id: Option<String>,
     pub reason: ParkReason,
     pub error: String,
     pub payload: Vec<u8>,
@@ -70,6 +72,7 @@ impl ParkedRow {
             message_id,
             order_id,
             trace: trace_header(&record.headers),
+            trace_id: None,
             reason,
             error: storable_text(&error).into_owned(),
             payload: payload[..payload.len().min(MAX_PAYLOAD_BYTES)].to_vec(),
@@ -277,6 +280,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset: 0,
+            timestamp: None,
             key: Some(b"ORD-9".to_vec()),
             payload: Some(b"nope".to_vec()),
             headers: vec![header("TraceParent", "00-abc-def-01")],
@@ -292,6 +296,7 @@ mod tests {
             topic: "t".into(),
             partition: 0,
             offset: 0,
+            timestamp: None,
             key: None,
             payload: Some(vec![b'x'; MAX_PAYLOAD_BYTES * 2]),
             headers: vec![],

@@ -33,6 +33,7 @@ use crate::event::ParkReason;
 use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
 use crate::metrics::Metrics;
 use crate::store::{BatchOutcome, Inbox, StoreError};
+use crate::telemetry::Telemetry;
 
 /// The consumer as the pipeline uses it.
 pub type InboxConsumer = StreamConsumer<InboxContext>;
@@ -119,6 +120,10 @@ pub struct Pipeline {
     pub dlq: Option<Dlq>,
     pub metrics: Metrics,
     pub settings: BatchSettings,
+    /// One span per batch transaction when tracing is on.
+    pub telemetry: Telemetry,
+    /// The consumer group, named on the spans.
+    pub group: String,
 }
 
 /// The longest a shutdown waits for the Kafka client to close.
@@ -155,7 +160,9 @@ impl Pipeline {
             }
             // Partitions revoked while the round was applied are left out:
             // their new owner commits them.
-            let committed = self.offsets.advance(&batch::next_offsets(&records));
+            let next = batch::next_offsets(&records);
+            self.metrics.lag_clock.applied(&next, carry.iter());
+            let committed = self.offsets.advance(&next);
             self.record_outcome(&outcome);
             if let Some(dlq) = &self.dlq {
                 publish_parked(dlq, &records, &outcome);
@@ -286,7 +293,7 @@ impl Pipeline {
                     }
                 };
                 self.purge_revoked(&mut records, carry);
-                message.map(|m| kafka::to_record(&m))
+                message.map(|m| self.received(&m))
             };
             match polled {
                 Ok(record) => records.push(record),
@@ -338,7 +345,7 @@ impl Pipeline {
         tracing::debug!(lanes = round.batches.len(), "round");
         let results =
             futures::future::join_all(round.batches.into_iter().map(|batch| async move {
-                match self.inbox.apply(&batch).await {
+                match self.apply_traced(&batch).await {
                     Ok(done) => {
                         self.observe_batch(batch.len(), started);
                         (batch, done, None)
@@ -403,7 +410,7 @@ impl Pipeline {
             if records.is_empty() {
                 break None;
             }
-            match self.inbox.apply(&records).await {
+            match self.apply_traced(&records).await {
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind { positions }) => {
                     self.read_again(&positions, &mut records, carry);
@@ -448,6 +455,25 @@ impl Pipeline {
         outcome.map(|outcome| (records, outcome))
     }
 
+    /// One batch transaction, in a span of its own when tracing is on.
+    async fn apply_traced(&self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
+        let span = self.telemetry.batch_span(records, &self.group);
+        let result = self.inbox.apply(records, span.trace_id().as_deref()).await;
+        match &result {
+            Ok(outcome) => span.applied(outcome),
+            Err(error) => span.failed(error.retry_reason(), error),
+        }
+        result
+    }
+
+    /// A record polled from Kafka, copied, and counted as held (lag in
+    /// seconds).
+    fn received(&self, message: &rdkafka::message::BorrowedMessage<'_>) -> InboundRecord {
+        let record = kafka::to_record(message);
+        self.metrics.lag_clock.received(&record);
+        record
+    }
+
     /// Sleeps for `duration` while serving the consumer (heartbeats are
     /// librdkafka's, but rebalances and commits are served by polling).
     async fn wait_polling(
@@ -464,7 +490,7 @@ impl Pipeline {
                 message = self.consumer.recv() => {
                     gone.extend(self.purge_revoked(records, carry));
                     if let Ok(message) = message {
-                        carry.push_back(kafka::to_record(&message));
+                        carry.push_back(self.received(&message));
                     }
                     // Partitions assigned meanwhile are paused too.
                     self.pause_all();
@@ -624,6 +650,7 @@ impl Pipeline {
                 message_id = row.message_id.map(|id| id.to_string()).unwrap_or_default(),
                 order_id = row.order_id.as_deref().unwrap_or_default(),
                 trace = row.trace.as_deref().unwrap_or_default(),
+                trace_id = row.trace_id.as_deref().unwrap_or_default(),
                 topic = %row.topic,
                 partition = row.partition,
                 offset = row.offset,

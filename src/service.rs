@@ -14,6 +14,7 @@ use crate::metrics::{self, Metrics};
 use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
 use crate::positions::PositionSource;
 use crate::store::{self, Inbox};
+use crate::telemetry::Telemetry;
 
 /// Errors that stop the service before or while it runs.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +35,7 @@ pub enum ServiceError {
 }
 
 /// Runs the consumer until SIGTERM or SIGINT, then drains and exits.
-pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
+pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
     let listener =
@@ -90,9 +91,9 @@ pub async fn run(args: RunArgs) -> Result<(), ServiceError> {
         let result = consume(
             &args,
             &kafka,
-            &pool,
             &inbox,
             &metrics,
+            &telemetry,
             shutdown.clone(),
             replaces_fenced,
         )
@@ -142,9 +143,9 @@ fn is_fenced(error: &rdkafka::error::KafkaError) -> bool {
 async fn consume(
     args: &RunArgs,
     kafka: &crate::kafka::KafkaSettings,
-    pool: &sqlx::PgPool,
     inbox: &Arc<Inbox>,
     metrics: &Metrics,
+    telemetry: &Telemetry,
     shutdown: watch::Receiver<bool>,
     replaces_fenced: bool,
 ) -> Result<(), crate::pipeline::PipelineError> {
@@ -153,7 +154,7 @@ async fn consume(
         offsets: offsets.clone(),
         metrics: metrics.clone(),
         positions: Some(PositionSource {
-            pool: pool.clone(),
+            pool: inbox.pool().clone(),
             consumer: args.inbox_consumer_name.clone(),
             runtime: tokio::runtime::Handle::current(),
             shutdown: shutdown.clone(),
@@ -189,6 +190,8 @@ async fn consume(
             lanes_from_round_trip: args.lanes_from_round_trip(),
             replaces_fenced,
         },
+        telemetry: telemetry.clone(),
+        group: args.kafka_group_id.clone(),
     }
     .run(shutdown)
     .await

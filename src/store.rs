@@ -388,19 +388,24 @@ impl Inbox {
     /// Applies a batch of records (in poll order) exactly once. On `Err`
     /// nothing of the batch is committed that was not committed before, and
     /// retrying it is always safe.
-    pub async fn apply(&self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
+    /// `trace_id`, the batch span's, is kept on the rows it parks.
+    pub async fn apply(
+        &self,
+        records: &[InboundRecord],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
         let window = match self.current_window() {
             Some(window) => window,
             None => self.refresh_window().await?,
         };
         let batch = batch::classify(records.to_vec(), &window);
-        match self.apply_isolating(&batch).await {
+        match self.apply_isolating(&batch, trace_id).await {
             // A partition dropped since the window was read: re-read it, so
             // the records of that day are parked instead of failing again.
             Err(StoreError::MissingPartition { .. }) => {
                 let window = self.refresh_window().await?;
                 let batch = batch::classify(records.to_vec(), &window);
-                self.apply_isolating(&batch).await
+                self.apply_isolating(&batch, trace_id).await
             }
             result => result,
         }
@@ -476,6 +481,7 @@ impl Inbox {
             topic: row.try_get("topic")?,
             partition: row.try_get("kafka_partition")?,
             offset: row.try_get("kafka_offset")?,
+            timestamp: None,
             key: None,
             payload: row.try_get("payload")?,
             headers: crate::parked::headers_from_json(&headers_json),
@@ -487,7 +493,9 @@ impl Inbox {
             }
             _ => {
                 // A replay does not move positions: the record was read long ago.
-                let done = self.apply_in(&mut tx, &batch, &BTreeMap::new()).await?;
+                let done = self
+                    .apply_in(&mut tx, &batch, &BTreeMap::new(), None)
+                    .await?;
                 if done.processed == 1 {
                     ReplayOutcome::Applied
                 } else if done.duplicates == 1 {
@@ -546,6 +554,7 @@ impl Inbox {
                     message_id: row.try_get("message_id")?,
                     replayed_at: row.try_get("replayed_at")?,
                     replay_outcome: row.try_get("replay_outcome")?,
+                    trace_id: row.try_get("trace_id")?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()
@@ -555,17 +564,24 @@ impl Inbox {
     /// Applies the batch; when the database refuses it for a non-transient
     /// reason, splits it in halves (in order) until the refused records are
     /// isolated, and parks each of those as `db_rejected`.
-    async fn apply_isolating(&self, batch: &[Classified]) -> Result<BatchOutcome, StoreError> {
+    async fn apply_isolating(
+        &self,
+        batch: &[Classified],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
         let mut outcome = BatchOutcome::default();
         // Work list of slices still to apply, in offset order.
         let mut pending: Vec<&[Classified]> = vec![batch];
         while let Some(part) = pending.pop() {
-            match self.apply_once(part).await {
+            match self.apply_once(part, trace_id).await {
                 Ok(done) => outcome.absorb(done),
                 Err(StoreError::Rejected { sqlstate, message }) => {
                     if part.len() == 1 {
                         let rejected = reject(&part[0], &sqlstate, &message);
-                        match self.apply_once(std::slice::from_ref(&rejected)).await {
+                        match self
+                            .apply_once(std::slice::from_ref(&rejected), trace_id)
+                            .await
+                        {
                             Ok(done) => outcome.absorb(done),
                             // Even its parked row was refused: what the record
                             // carries cannot be stored. Its position, the reason
@@ -575,8 +591,10 @@ impl Inbox {
                                 sqlstate: refused, ..
                             }) => {
                                 let minimal = reject_bare(&part[0], &sqlstate, &message, &refused);
-                                outcome
-                                    .absorb(self.apply_once(std::slice::from_ref(&minimal)).await?);
+                                outcome.absorb(
+                                    self.apply_once(std::slice::from_ref(&minimal), trace_id)
+                                        .await?,
+                                );
                             }
                             Err(other) => return Err(other),
                         }
@@ -594,14 +612,20 @@ impl Inbox {
 
     /// The whole batch in one statement, its own transaction: one round
     /// trip. It also moves the batch's partitions' positions.
-    async fn apply_once(&self, batch: &[Classified]) -> Result<BatchOutcome, StoreError> {
+    async fn apply_once(
+        &self,
+        batch: &[Classified],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
         let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
         let idle = self.idle.lock().expect("idle lock").pop();
         let mut connection = match idle {
             Some(connection) => connection,
             None => self.pool.acquire().await?,
         };
-        let result = self.apply_in(&mut connection, batch, &positions).await;
+        let result = self
+            .apply_in(&mut connection, batch, &positions, trace_id)
+            .await;
         let result = match result {
             Ok(outcome) => {
                 let mut written = self.written.lock().expect("written lock");
@@ -664,12 +688,14 @@ impl Inbox {
     /// The batch statement, on the given connection: its own transaction
     /// when the connection has none open (the consumer's case: one round
     /// trip), or part of the caller's (a replay). `positions` are the next
-    /// offsets the batch moves `inbox_position` to, per partition.
+    /// offsets the batch moves `inbox_position` to, per partition;
+    /// `trace_id` goes on the rows it parks.
     async fn apply_in(
         &self,
         connection: &mut sqlx::PgConnection,
         batch: &[Classified],
         positions: &BTreeMap<PartitionKey, i64>,
+        trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
         let arrays = BatchArrays::of(batch);
         let (position_topics, (position_partitions, next_offsets)): (
@@ -712,9 +738,10 @@ impl Inbox {
             .bind(&position_partitions)
             .bind(&next_offsets)
             .bind(&expected)
+            .bind(trace_id)
             .fetch_one(connection)
             .await?;
-        batch_outcome(batch, &row)
+        batch_outcome(batch, &row, trace_id)
     }
 }
 
@@ -812,7 +839,11 @@ impl<'a> BatchArrays<'a> {
 
 /// Reads the batch statement's result: fresh events by ordinal, the order
 /// lines, every parked record; the rest of the valid records are duplicates.
-fn batch_outcome(batch: &[Classified], row: &PgRow) -> Result<BatchOutcome, StoreError> {
+fn batch_outcome(
+    batch: &[Classified],
+    row: &PgRow,
+    trace_id: Option<&str>,
+) -> Result<BatchOutcome, StoreError> {
     let item = |ord: i64| &batch[ord as usize - 1];
     let fresh: Vec<i64> = row.try_get("fresh")?;
     let business_duplicates: Vec<i64> = row.try_get("business_duplicates")?;
@@ -858,13 +889,15 @@ fn batch_outcome(batch: &[Classified], row: &PgRow) -> Result<BatchOutcome, Stor
             message: format!("the batch statement parked with an unknown reason {reason:?}"),
         })?;
         let parked = item(ord);
-        outcome.newly_parked.push(ParkedRow::new(
+        let mut row = ParkedRow::new(
             &parked.record,
             reason,
             error,
             parked.message_id(),
             parked.order_id(),
-        ));
+        );
+        row.trace_id = trace_id.map(str::to_owned);
+        outcome.newly_parked.push(row);
     }
     Ok(outcome)
 }
@@ -917,6 +950,8 @@ pub struct ParkedEntry {
     pub message_id: Option<Uuid>,
     pub replayed_at: Option<DateTime<Utc>>,
     pub replay_outcome: Option<String>,
+    /// The trace of the batch that parked it, when tracing was on.
+    pub trace_id: Option<String>,
 }
 
 /// The record parked `db_rejected` without its payload, key or headers, which

@@ -747,7 +747,7 @@ async fn provoke_db_retry(db: &TestDb, consumer: &ConsumerProcess) {
 /// Waits until every family of SPEC §10 the load drives has moved (and the
 /// others are exposed); returns a summary.
 async fn every_family_moved(consumer: &ConsumerProcess) -> String {
-    const MOVED: [&str; 12] = [
+    const MOVED: [&str; 13] = [
         "inbox_processed_total",
         "inbox_duplicate_ignored_total",
         "inbox_business_duplicate_total",
@@ -760,6 +760,7 @@ async fn every_family_moved(consumer: &ConsumerProcess) -> String {
         "inbox_end_to_end_latency_seconds_count",
         r#"inbox_rebalances_total{kind="assign"}"#,
         "inbox_consumer_lag{",
+        "inbox_consumer_lag_seconds{",
     ];
     const EXPOSED: [&str; 3] = [
         "inbox_db_retries_total{",

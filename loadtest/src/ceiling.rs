@@ -57,6 +57,7 @@ pub async fn measure(
                 topic: "db-ceiling".into(),
                 partition: 0,
                 offset: offset as i64,
+                timestamp: None,
                 key: Some(record.key.into_bytes()),
                 payload: Some(record.payload),
                 headers: record
@@ -81,7 +82,7 @@ pub async fn measure(
     let inbox = Inbox::new(pool, consumer.to_owned());
     let started = Instant::now();
     for batch in records.chunks(batch_size) {
-        inbox.apply(batch).await.context("applying a batch")?;
+        inbox.apply(batch, None).await.context("applying a batch")?;
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(Ceiling {
