@@ -49,11 +49,11 @@ demo: build services-up
 	  --duration 60 --rate 1400 --pause-at 20 --pause-for 20 \
 	  -- --duplicate-ratio 0.05 --poison-ratio 0.01
 
-# The numbers of SPEC §11 in one run; figures to .local/bench/results.json.
+# The numbers of docs/design.md#numbers in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
 
-# The numbers of SPEC §13: the same scenarios with toxiproxy between the
+# The numbers of docs/design.md#numbers: the same scenarios with toxiproxy between the
 # consumer and PostgreSQL at round trips of 0, 2, 10 and 50 ms, beside a
 # loopback run; figures to .local/bench/network.json.
 bench-network: build services-up

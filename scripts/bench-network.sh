@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-network: the figures of SPEC §13 with the database at a network
+# make bench-network: the figures of docs/design.md#numbers with the database at a network
 # distance. Toxiproxy (scripts/toxiproxy.sh) sits between the consumer and
 # PostgreSQL and adds half the round trip in each direction; Kafka, the
 # generator's seeding and its reconciliation talk to the services directly.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the figures of SPEC §11 in one run, against the same broker and
+# make bench: the figures of docs/design.md#numbers in one run, against the same broker and
 # database server, each scenario on a fresh database and topic:
 #   1. steady 1,400 events/s for 60 s (the first 5 s, a new topic and a cold
 #      consumer, are reported apart as the warm-up, not in the percentiles)

@@ -1,5 +1,5 @@
 """Gathers the reports of `make bench-network` into .local/bench/network.json
-and prints them as one table beside SPEC §13's must and aim, with the ratios
+and prints them as one table beside docs/design.md#numbers's must and aim, with the ratios
 to loopback. With --sweep, the lanes measurement into .local/bench/lanes.json.
 """
 import json
@@ -61,7 +61,7 @@ for row in rows.values():
     row["p95_vs_loopback"] = row["steady_e2e_ms"]["p95"] / base["steady_e2e_ms"]["p95"]
     row["max_vs_loopback"] = row["max_throughput_eps"] / base["max_throughput_eps"]
 
-# SPEC §13: (figure, row, value, must, aim, passes must, meets aim)
+# docs/design.md#numbers: (figure, row, value, must, aim, passes must, meets aim)
 checks = []
 def check(figure, label, value, must, aim, ok_must, ok_aim):
     if label in rows:

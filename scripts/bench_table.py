@@ -1,5 +1,5 @@
 """Gathers the reports of `make bench` into results.json and prints the
-figures next to the must/aim columns of SPEC §11."""
+figures next to the must/aim columns of docs/design.md#numbers."""
 import json
 import sys
 from pathlib import Path

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One load-generator scenario against a consumer this script starts and stops
-# itself, on a fresh database and topic of the local services (SPEC §9, §12).
+# itself, on a fresh database and topic of the local services (docs/design.md#load-generator).
 #
 #   scripts/loadtest.sh [--scenario NAME] [--report FILE] [--duration S] [--rate N]
 #                       [--pause-at S] [--pause-for S] [--strategy batch|per-record]

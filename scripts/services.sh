@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local services of inventory-inbox (SPEC §3), started for real on loopback:
+# Local services of inventory-inbox (docs/design.md#layout-and-commands), started for real on loopback:
 #
 #   PostgreSQL 15 (Debian's packages)  our own cluster on 127.0.0.1:5432
 #   Apache Kafka 4 (Maven Central jars) one KRaft broker+controller on 127.0.0.1:9092,
@@ -300,7 +300,7 @@ pg_wait_ready() {
     done
 }
 
-# The role and database of the default DATABASE_URL (SPEC §8). CREATEDB: tests
+# The role and database of the default DATABASE_URL (docs/design.md#configuration). CREATEDB: tests
 # create a database each; CREATEROLE: migrations create a least-privilege role.
 pg_bootstrap() {
     "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres >/dev/null <<SQL
@@ -379,7 +379,7 @@ kafka_write_config() {
     local new="$KAFKA_CONFIG.new"
     local what quorum internal replicas=$KAFKA_SIZE min_isr=1 id voters=()
     if ((KAFKA_SIZE == 1)); then
-        what="One KRaft node that is both broker and controller (SPEC §3)."
+        what="One KRaft node that is both broker and controller (docs/design.md#layout-and-commands)."
         quorum="controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT"
         internal="Internal topics on a single node: replication factor 1, and few partitions"
     else

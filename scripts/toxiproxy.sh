@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Toxiproxy between the consumer and PostgreSQL, to measure the service at a
-# network distance from its database (SPEC §13, make bench-network).
+# network distance from its database (docs/design.md#numbers, make bench-network).
 #
 #   scripts/toxiproxy.sh up             install (pinned, from the Go module
 #                                       proxy) and start the server, and the

@@ -1,9 +1,9 @@
 -- Applies one batch in ONE statement, so a batch costs one round trip to the
--- database (SPEC §13): sent on its own, the statement is its own transaction
+-- database (docs/design.md#the-batch-transaction): sent on its own, the statement is its own transaction
 -- and commits with its result; nothing of it is visible until then, and a
 -- failure anywhere rolls all of it back.
 --
--- The steps of SPEC §1, each a set operation over the whole batch:
+-- The steps of docs/design.md#the-batch-transaction, each a set operation over the whole batch:
 --   1. park every event that names an unknown SKU;
 --   2. the ledger: INSERT ... ON CONFLICT ... RETURNING message_id decides what
 --      is fresh (returned with the batch's fingerprint), a duplicate (not

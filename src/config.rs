@@ -1,4 +1,4 @@
-//! Configuration in one place (SPEC §8): every option is a flag and an
+//! Configuration in one place (docs/design.md#configuration): every option is a flag and an
 //! environment variable, validated at start-up. A bad value is reported on
 //! one line naming the variable; a secret (the password in `DATABASE_URL`, a
 //! `KAFKA_PROPERTY_*` value) is never echoed.
@@ -47,7 +47,7 @@ pub enum Command {
         #[command(subcommand)]
         command: ParkedCommand,
     },
-    /// The positions in the database where partitions start (SPEC §13).
+    /// The positions in the database where partitions start (docs/design.md#positions).
     Positions {
         #[command(subcommand)]
         command: PositionsCommand,
@@ -341,7 +341,7 @@ pub struct RunArgs {
     #[arg(long, env = "DLQ_TOPIC", default_value = "orders.placed.v1.dlq")]
     pub dlq_topic: String,
 
-    /// Seconds between the maintenance runs inside `run` (SPEC §7: hourly).
+    /// Seconds between the maintenance runs inside `run` (docs/design.md#the-dedup-window: hourly).
     #[arg(long, env = "INBOX_MAINTENANCE_INTERVAL_SECONDS", default_value_t = 3600,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub maintenance_interval_seconds: u64,

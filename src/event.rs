@@ -2,7 +2,7 @@
 //!
 //! `decode` turns the raw bytes and headers of a Kafka record into either a
 //! valid [`OrderPlaced`] or a [`Rejection`] carrying one of the parking
-//! reasons of SPEC §6. It never panics, whatever the bytes (property-tested
+//! reasons of docs/design.md#outcomes. It never panics, whatever the bytes (property-tested
 //! and fuzzed). The same types encode events for the load generator and the
 //! tests, so there is exactly one definition of the schema.
 
@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use simd_json::prelude::*;
 use uuid::Uuid;
 
-/// Largest accepted payload (SPEC §4).
+/// Largest accepted payload (docs/design.md#the-event).
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 /// Most lines one order may carry.
 pub const MAX_LINES: usize = 100;
@@ -63,7 +63,7 @@ impl OrderPlaced {
         self.occurred_at.date_naive()
     }
 
-    /// The canonical JSON payload of this event (SPEC §4), with `event_id`
+    /// The canonical JSON payload of this event (docs/design.md#the-event), with `event_id`
     /// equal to the message id. The event time keeps its full precision, so
     /// decoding the payload gives this event back exactly.
     pub fn to_json(&self) -> Vec<u8> {
@@ -84,7 +84,7 @@ impl OrderPlaced {
     }
 }
 
-/// Why a record was parked instead of applied (SPEC §6). The string forms are
+/// Why a record was parked instead of applied (docs/design.md#outcomes). The string forms are
 /// the reason codes stored in `inbox_parked.reason` and used as metric labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ParkReason {
@@ -105,7 +105,7 @@ pub enum ParkReason {
 }
 
 impl ParkReason {
-    /// Every reason, in the order of SPEC §6.
+    /// Every reason, in the order of docs/design.md#outcomes.
     pub const ALL: [ParkReason; 14] = [
         ParkReason::MalformedJson,
         ParkReason::MissingEventId,

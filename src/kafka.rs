@@ -253,7 +253,7 @@ impl ClientContext for InboxContext {
 impl ConsumerContext for InboxContext {
     /// As rust-rdkafka's own, with one step more: before newly assigned
     /// partitions are handed to librdkafka, their start offsets are set to
-    /// the database's positions (SPEC §13).
+    /// the database's positions (docs/design.md#positions).
     fn rebalance(
         &self,
         consumer: &BaseConsumer<Self>,

@@ -1,4 +1,4 @@
-//! Every Prometheus metric of the service (SPEC §10), defined and registered
+//! Every Prometheus metric of the service (docs/design.md#observability), defined and registered
 //! once, and the small HTTP endpoint that serves them with `/healthz` and
 //! `/readyz`.
 

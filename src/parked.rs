@@ -1,4 +1,4 @@
-//! What a parked record keeps (SPEC §5): the raw payload, bounded, and the
+//! What a parked record keeps (docs/design.md#tables): the raw payload, bounded, and the
 //! headers as JSON with secrets redacted. Pure: the rows are written by the
 //! store in the batch's transaction.
 

@@ -1,4 +1,4 @@
-//! Positions in the database (SPEC §13): the next offset to read, per
+//! Positions in the database (docs/design.md#positions): the next offset to read, per
 //! `(consumer, topic, partition)`, written by each batch in its own
 //! transaction (`sql/apply_batch.sql`, only forward). The database is the
 //! authority on positions as it is on duplicates: a partition assigned to

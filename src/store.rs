@@ -48,7 +48,7 @@ const WINDOW_REFRESH: Duration = Duration::from_secs(60);
 /// Timed round trips kept to estimate the distance to the database.
 const ROUND_TRIP_SAMPLES: usize = 5;
 
-/// Days of ledger partitions made ahead of today (SPEC §7).
+/// Days of ledger partitions made ahead of today (docs/design.md#the-dedup-window).
 pub const PREMAKE_DAYS: i32 = 2;
 
 /// Errors of the database layer.
@@ -255,7 +255,7 @@ pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, S
         .connect_lazy_with(options))
 }
 
-/// What maintenance keeps (SPEC §7).
+/// What maintenance keeps (docs/design.md#the-dedup-window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     /// Days of ledger partitions behind today: the dedup window.
@@ -322,7 +322,7 @@ pub struct MaintainReport {
 }
 
 /// Creates partitions ahead, drops those older than the retention and prunes
-/// parked rows, under an advisory lock (SPEC §7).
+/// parked rows, under an advisory lock (docs/design.md#the-dedup-window).
 pub async fn maintain(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
     let row = sqlx::query(MAINTAIN)
         .bind(retention.ledger_days)

@@ -1,4 +1,4 @@
-//! The dedup window (SPEC §7), pure: the set of event days that have a
+//! The dedup window (docs/design.md#the-dedup-window), pure: the set of event days that have a
 //! `processed_inbox` partition. An event outside it is parked, never applied,
 //! because its duplicate could no longer be recognised.
 

@@ -75,7 +75,7 @@ async fn crash_between_db_commit_and_offset_commit_applies_each_event_once() {
     let restarted = spec.start();
     wait_committed(&spec, 50).await;
     assert_reconciled(&db, &events).await;
-    // The restarted consumer starts at the database's position (SPEC §13),
+    // The restarted consumer starts at the database's position (docs/design.md#positions),
     // past the batch whose offset never reached Kafka: not even redelivered.
     assert!(
         restarted.log_text().contains("from_database=1"),

@@ -1,4 +1,4 @@
-//! PostgreSQL stopped for ten seconds mid-run and started again (SPEC §8): the
+//! PostgreSQL stopped for ten seconds mid-run and started again (docs/design.md#failures): the
 //! consumer pauses its partitions and retries while it stays in its group, and
 //! afterwards every event is applied exactly once and every offset committed.
 //!

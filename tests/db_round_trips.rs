@@ -1,5 +1,5 @@
-//! A steady-state batch costs at most two round trips to PostgreSQL (SPEC
-//! §13): the consumer's connection goes through a proxy that counts the
+//! A steady-state batch costs at most two round trips to PostgreSQL
+//! (docs/design.md#the-batch-transaction): the consumer's connection goes through a proxy that counts the
 //! exchanges, and their number is divided by the batches committed meanwhile.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The dedup window (SPEC §7): the days with a ledger partition, around the
+//! The dedup window (docs/design.md#the-dedup-window): the days with a ledger partition, around the
 //! database's today; maintenance that creates and drops whole partitions
 //! under an advisory lock; events at both edges; and a dropped day whose
 //! duplicates are then parked, never applied.

@@ -1,4 +1,4 @@
-//! The observability kit of SPEC §10 against the real thing: a consumer under
+//! The observability kit of docs/design.md#observability against the real thing: a consumer under
 //! a short load that moves every metric family; its live `/metrics` linted by
 //! `promtool check metrics`; `dashboards/alerts.yml` and
 //! `dashboards/prometheus.yml` checked by promtool; and a real Prometheus
@@ -744,7 +744,7 @@ async fn provoke_db_retry(db: &TestDb, consumer: &ConsumerProcess) {
     .await;
 }
 
-/// Waits until every family of SPEC §10 the load drives has moved (and the
+/// Waits until every family of docs/design.md#observability the load drives has moved (and the
 /// others are exposed); returns a summary.
 async fn every_family_moved(consumer: &ConsumerProcess) -> String {
     const MOVED: [&str; 13] = [

@@ -1,4 +1,4 @@
-//! Every outcome of SPEC §6 with the exact stock, reservations, ledger rows
+//! Every outcome of docs/design.md#outcomes with the exact stock, reservations, ledger rows
 //! and parked rows it must leave, through the real broker and database.
 
 mod common;

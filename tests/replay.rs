@@ -1,6 +1,6 @@
 //! An operator replays the whole topic from the earliest offset under a new
 //! group id, with the same logical consumer name: nothing changes. The
-//! database holds the positions (SPEC §13), so a new group alone starts where
+//! database holds the positions (docs/design.md#positions), so a new group alone starts where
 //! the database is; the re-read is asked for on purpose with `positions set
 //! --offset earliest`.
 

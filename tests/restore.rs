@@ -1,6 +1,6 @@
 //! A database restored from a backup (or failed over to a replica that had
 //! not received the last commits) is behind Kafka's committed offsets. The
-//! database is the authority on positions (SPEC §13): the consumer starts
+//! database is the authority on positions (docs/design.md#positions): the consumer starts
 //! each partition where the restored database says and applies again what
 //! the restore took away, exactly once.
 

@@ -29,7 +29,7 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 pub const KAFKA: &str = "127.0.0.1:9092";
-/// The owner role of the default DATABASE_URL (SPEC §8); it may create databases.
+/// The owner role of the default DATABASE_URL (docs/design.md#configuration); it may create databases.
 pub const ADMIN_URL: &str = "postgres://inventory:inventory@127.0.0.1:5432/inventory";
 
 /// Fails (never skips) when PostgreSQL or Kafka is not reachable.

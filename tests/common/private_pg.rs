@@ -17,9 +17,9 @@ use uuid::Uuid;
 
 use super::{binary, free_port, TestDb};
 
-/// Debian's PostgreSQL 15 binaries (`apt-get install postgresql`, SPEC §3).
+/// Debian's PostgreSQL 15 binaries (`apt-get install postgresql`, docs/design.md#layout-and-commands).
 const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
-/// The service's role and database, as in the default DATABASE_URL (SPEC §8).
+/// The service's role and database, as in the default DATABASE_URL (docs/design.md#configuration).
 const ROLE: &str = "inventory";
 const PASSWORD: &str = "inventory";
 const DATABASE: &str = "inventory";
