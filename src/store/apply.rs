@@ -1,0 +1,421 @@
+//! The batch statement (`sql/apply_batch.sql`): one statement per batch,
+//! its own transaction, so a batch costs one round trip to PostgreSQL; the
+//! arrays it binds, the outcome it returns, and the splitting of a batch the
+//! database refuses until the refused records are isolated.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::batch::{self, Classified, Disposition, PartitionKey};
+use crate::event::{self, ParkReason, MAX_PAYLOAD_BYTES};
+use crate::parked::{self, ParkedRow};
+
+use super::{Inbox, StoreError};
+
+const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
+
+/// What a batch did, for metrics, logs and the DLQ.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BatchOutcome {
+    /// Fresh events applied (including business duplicates).
+    pub processed: u64,
+    /// Fresh events whose every order line was already reserved.
+    pub business_duplicates: u64,
+    /// Records whose message id was already in the ledger or earlier in the
+    /// batch: no effect.
+    pub duplicates: u64,
+    pub lines_reserved: u64,
+    pub lines_rejected: u64,
+    /// Rows parked by this batch (not those already parked by an earlier
+    /// delivery of the same record).
+    pub newly_parked: Vec<ParkedRow>,
+    /// Event times of the fresh events, for end-to-end latency.
+    pub fresh_event_times: Vec<DateTime<Utc>>,
+}
+
+impl BatchOutcome {
+    /// Adds another batch's outcome to this one.
+    pub fn absorb(&mut self, other: BatchOutcome) {
+        self.processed += other.processed;
+        self.business_duplicates += other.business_duplicates;
+        self.duplicates += other.duplicates;
+        self.lines_reserved += other.lines_reserved;
+        self.lines_rejected += other.lines_rejected;
+        self.newly_parked.extend(other.newly_parked);
+        self.fresh_event_times.extend(other.fresh_event_times);
+    }
+}
+
+impl Inbox {
+    /// Applies the batch; when the database refuses it for a non-transient
+    /// reason, splits it in halves (in order) until the refused records are
+    /// isolated, and parks each of those as `db_rejected`.
+    pub(super) async fn apply_isolating(
+        &self,
+        batch: &[Classified],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut outcome = BatchOutcome::default();
+        // Work list of slices still to apply, in offset order.
+        let mut pending: Vec<&[Classified]> = vec![batch];
+        while let Some(part) = pending.pop() {
+            match self.apply_once(part, trace_id).await {
+                Ok(done) => outcome.absorb(done),
+                Err(StoreError::Rejected { sqlstate, message }) => {
+                    if part.len() == 1 {
+                        let rejected = reject(&part[0], &sqlstate, &message);
+                        match self
+                            .apply_once(std::slice::from_ref(&rejected), trace_id)
+                            .await
+                        {
+                            Ok(done) => outcome.absorb(done),
+                            // Even its parked row was refused: what the record
+                            // carries cannot be stored. Its position, the reason
+                            // and the database's words are, and the partition
+                            // moves on (a record never stops a partition).
+                            Err(StoreError::Rejected {
+                                sqlstate: refused, ..
+                            }) => {
+                                let minimal = reject_bare(&part[0], &sqlstate, &message, &refused);
+                                outcome.absorb(
+                                    self.apply_once(std::slice::from_ref(&minimal), trace_id)
+                                        .await?,
+                                );
+                            }
+                            Err(other) => return Err(other),
+                        }
+                    } else {
+                        let (first, second) = part.split_at(part.len() / 2);
+                        pending.push(second);
+                        pending.push(first);
+                    }
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// The whole batch in one statement, its own transaction: one round
+    /// trip. It also moves the batch's partitions' positions.
+    async fn apply_once(
+        &self,
+        batch: &[Classified],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
+        let idle = self.idle.lock().expect("idle lock").pop();
+        let mut connection = match idle {
+            Some(connection) => connection,
+            None => self.pool.acquire().await?,
+        };
+        let result = self
+            .apply_in(&mut connection, batch, &positions, trace_id)
+            .await;
+        let result = match result {
+            Ok(outcome) => {
+                let mut written = self.written.lock().expect("written lock");
+                for (key, next) in &positions {
+                    let entry = written.entry(key.clone()).or_insert(*next);
+                    *entry = (*entry).max(*next);
+                }
+                Ok(outcome)
+            }
+            Err(StoreError::PositionBehind { .. }) => self.positions_behind(&positions).await,
+            Err(other) => Err(other),
+        };
+        // After a refused statement the connection is as good as before;
+        // after any other failure the pool checks it, or replaces it.
+        if matches!(
+            result,
+            Ok(_)
+                | Err(StoreError::Rejected { .. }
+                    | StoreError::MissingPartition { .. }
+                    | StoreError::PositionBehind { .. })
+        ) {
+            self.idle.lock().expect("idle lock").push(connection);
+        }
+        result
+    }
+
+    /// After the statement refused a batch for positions behind this
+    /// inbox's: which partitions, and where the database is. They are
+    /// forgotten as written, so that the batches read again from there go.
+    async fn positions_behind(
+        &self,
+        positions: &BTreeMap<PartitionKey, i64>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let keys: Vec<PartitionKey> = positions.keys().cloned().collect();
+        let stored = crate::positions::read(&self.pool, &self.consumer, &keys).await?;
+        let mut written = self.written.lock().expect("written lock");
+        let mut behind = BTreeMap::new();
+        for key in keys {
+            let database = stored.get(&key).copied();
+            if let Some(mine) = written.get(&key).copied() {
+                if database.is_none_or(|d| d < mine) {
+                    behind.insert(key.clone(), database);
+                    match database {
+                        Some(d) => written.insert(key, d),
+                        None => written.remove(&key),
+                    };
+                }
+            }
+        }
+        if behind.is_empty() {
+            // Moved forward since (another member): simply try again.
+            return Err(StoreError::Transient {
+                reason: "position_behind",
+                message: "the database's position moved while it was checked".into(),
+            });
+        }
+        Err(StoreError::PositionBehind { positions: behind })
+    }
+
+    /// The batch statement, on the given connection: its own transaction
+    /// when the connection has none open (the consumer's case: one round
+    /// trip), or part of the caller's (a replay). `positions` are the next
+    /// offsets the batch moves `inbox_position` to, per partition;
+    /// `trace_id` goes on the rows it parks.
+    pub(super) async fn apply_in(
+        &self,
+        connection: &mut sqlx::PgConnection,
+        batch: &[Classified],
+        positions: &BTreeMap<PartitionKey, i64>,
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let arrays = BatchArrays::of(batch);
+        let (position_topics, (position_partitions, next_offsets)): (
+            Vec<&str>,
+            (Vec<i32>, Vec<i64>),
+        ) = positions
+            .iter()
+            .map(|((topic, partition), next)| (topic.as_str(), (*partition, *next)))
+            .unzip();
+        let expected: Vec<Option<i64>> = {
+            let written = self.written.lock().expect("written lock");
+            positions
+                .keys()
+                .map(|key| written.get(key).copied())
+                .collect()
+        };
+        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
+        // sends only after the implicit transaction committed: a commit that
+        // fails is an error here, never a batch reported as applied.
+        let row = sqlx::query(APPLY_BATCH)
+            .bind(&self.consumer)
+            .bind(&arrays.topic)
+            .bind(&arrays.partition)
+            .bind(&arrays.offset)
+            .bind(&arrays.kind)
+            .bind(&arrays.event_day)
+            .bind(&arrays.message_id)
+            .bind(&arrays.order_id)
+            .bind(&arrays.payload_hash)
+            .bind(&arrays.first_ord)
+            .bind(&arrays.reason)
+            .bind(&arrays.error)
+            .bind(&arrays.payload)
+            .bind(&arrays.headers)
+            .bind(&arrays.line_record)
+            .bind(&arrays.line_sku)
+            .bind(&arrays.line_quantity)
+            .bind(&arrays.line_shared)
+            .bind(&position_topics)
+            .bind(&position_partitions)
+            .bind(&next_offsets)
+            .bind(&expected)
+            .bind(trace_id)
+            .fetch_one(connection)
+            .await?;
+        batch_outcome(batch, &row, trace_id)
+    }
+}
+
+/// The arrays of the batch statement (`sql/apply_batch.sql`): one element
+/// per record, in poll order, and one per order line of the candidates.
+#[derive(Default)]
+struct BatchArrays<'a> {
+    topic: Vec<&'a str>,
+    partition: Vec<i32>,
+    offset: Vec<i64>,
+    kind: Vec<&'static str>,
+    event_day: Vec<Option<NaiveDate>>,
+    message_id: Vec<Option<Uuid>>,
+    order_id: Vec<Option<&'a str>>,
+    payload_hash: Vec<Option<i64>>,
+    /// For a repeat, the ordinal of the first record with its id in this
+    /// statement; the ledger's fingerprint otherwise.
+    first_ord: Vec<Option<i32>>,
+    reason: Vec<Option<&'static str>>,
+    error: Vec<Option<Cow<'a, str>>>,
+    /// Every record's payload and headers: the statement itself parks a
+    /// candidate that turns out to name an unknown SKU or reuse an id.
+    payload: Vec<Option<&'a [u8]>>,
+    headers: Vec<String>,
+    line_record: Vec<i32>,
+    line_sku: Vec<&'a str>,
+    line_quantity: Vec<i32>,
+    /// Whether another candidate of the batch names the same (order_id,
+    /// sku): only those lines are compared with each other in SQL.
+    line_shared: Vec<bool>,
+}
+
+impl<'a> BatchArrays<'a> {
+    fn of(batch: &'a [Classified]) -> Self {
+        let mut arrays = BatchArrays::default();
+        let mut first_with_id: HashMap<Uuid, i32> = HashMap::new();
+        let mut order_lines: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut line_keys: Vec<(&str, &str)> = Vec::new();
+        for (ord, item) in (1..).zip(batch) {
+            let record = &item.record;
+            arrays.topic.push(&record.topic);
+            arrays.partition.push(record.partition);
+            arrays.offset.push(record.offset);
+            arrays.payload.push(
+                record
+                    .payload
+                    .as_deref()
+                    .map(|p| &p[..p.len().min(MAX_PAYLOAD_BYTES)]),
+            );
+            arrays.headers.push(parked::headers_json(&record.headers));
+            match &item.disposition {
+                Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+                    let first = if matches!(item.disposition, Disposition::Candidate(_)) {
+                        first_with_id.insert(order.message_id, ord);
+                        for line in &order.lines {
+                            let key = (order.order_id.as_str(), line.sku.as_str());
+                            *order_lines.entry(key).or_default() += 1;
+                            line_keys.push(key);
+                            arrays.line_record.push(ord);
+                            arrays.line_sku.push(&line.sku);
+                            arrays.line_quantity.push(line.quantity);
+                        }
+                        arrays.kind.push("candidate");
+                        None
+                    } else {
+                        arrays.kind.push("repeat");
+                        first_with_id.get(&order.message_id).copied()
+                    };
+                    arrays.event_day.push(Some(order.event_day()));
+                    arrays.message_id.push(Some(order.message_id));
+                    arrays.order_id.push(Some(&order.order_id));
+                    arrays.payload_hash.push(Some(record.payload_hash()));
+                    arrays.first_ord.push(first);
+                    arrays.reason.push(None);
+                    arrays.error.push(None);
+                }
+                Disposition::Parked(rejection) => {
+                    arrays.kind.push("parked");
+                    arrays.event_day.push(None);
+                    arrays.message_id.push(rejection.message_id);
+                    arrays.order_id.push(None);
+                    arrays.payload_hash.push(None);
+                    arrays.first_ord.push(None);
+                    arrays.reason.push(Some(rejection.reason.as_str()));
+                    arrays
+                        .error
+                        .push(Some(parked::storable_text(&rejection.detail)));
+                }
+            }
+        }
+        arrays.line_shared = line_keys.iter().map(|key| order_lines[key] > 1).collect();
+        arrays
+    }
+}
+
+/// Reads the batch statement's result: fresh events by ordinal, the order
+/// lines, every parked record; the rest of the valid records are duplicates.
+fn batch_outcome(
+    batch: &[Classified],
+    row: &PgRow,
+    trace_id: Option<&str>,
+) -> Result<BatchOutcome, StoreError> {
+    let item = |ord: i64| &batch[ord as usize - 1];
+    let fresh: Vec<i64> = row.try_get("fresh")?;
+    let business_duplicates: Vec<i64> = row.try_get("business_duplicates")?;
+    let parked_ords: Vec<i64> = row.try_get("parked_ords")?;
+    let parked_reasons: Vec<String> = row.try_get("parked_reasons")?;
+    let parked_errors: Vec<String> = row.try_get("parked_errors")?;
+    let parked_newly: Vec<bool> = row.try_get("parked_newly")?;
+    let lines_reserved: i64 = row.try_get("lines_reserved")?;
+    let lines_rejected: i64 = row.try_get("lines_rejected")?;
+
+    let valid = batch
+        .iter()
+        .filter(|c| !matches!(c.disposition, Disposition::Parked(_)))
+        .count();
+    let valid_parked = parked_ords
+        .iter()
+        .filter(|ord| !matches!(item(**ord).disposition, Disposition::Parked(_)))
+        .count();
+    let mut outcome = BatchOutcome {
+        processed: fresh.len() as u64,
+        business_duplicates: business_duplicates.len() as u64,
+        duplicates: (valid - fresh.len() - valid_parked) as u64,
+        lines_reserved: lines_reserved as u64,
+        lines_rejected: lines_rejected as u64,
+        ..BatchOutcome::default()
+    };
+    for ord in fresh {
+        if let Disposition::Candidate(order) = &item(ord).disposition {
+            outcome.fresh_event_times.push(order.occurred_at);
+        }
+    }
+    for (((ord, reason), error), newly) in parked_ords
+        .into_iter()
+        .zip(parked_reasons)
+        .zip(parked_errors)
+        .zip(parked_newly)
+    {
+        if !newly {
+            continue;
+        }
+        let reason = ParkReason::from_code(&reason).ok_or_else(|| StoreError::Unexpected {
+            sqlstate: String::new(),
+            message: format!("the batch statement parked with an unknown reason {reason:?}"),
+        })?;
+        let parked = item(ord);
+        let mut row = ParkedRow::new(
+            &parked.record,
+            reason,
+            error,
+            parked.message_id(),
+            parked.order_id(),
+        );
+        row.trace_id = trace_id.map(str::to_owned);
+        outcome.newly_parked.push(row);
+    }
+    Ok(outcome)
+}
+
+/// The record parked `db_rejected` without its payload, key or headers, which
+/// the database refused to store (SQLSTATE `refused`).
+fn reject_bare(item: &Classified, sqlstate: &str, message: &str, refused: &str) -> Classified {
+    let mut bare = reject(item, sqlstate, message);
+    bare.record.payload = None;
+    bare.record.key = None;
+    bare.record.headers.clear();
+    if let Disposition::Parked(rejection) = &mut bare.disposition {
+        rejection.detail.push_str(&format!(
+            "; its payload and headers could not be stored (SQLSTATE {refused})"
+        ));
+    }
+    bare
+}
+
+/// The record as parked `db_rejected`, with the database's own words.
+fn reject(item: &Classified, sqlstate: &str, message: &str) -> Classified {
+    Classified {
+        record: item.record.clone(),
+        disposition: Disposition::Parked(event::Rejection {
+            reason: ParkReason::DbRejected,
+            detail: format!("SQLSTATE {sqlstate}: {message}"),
+            message_id: item.message_id(),
+        }),
+    }
+}

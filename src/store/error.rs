@@ -1,0 +1,242 @@
+//! Errors of the database layer, and which SQLSTATE means what: a table of
+//! codes (pure, unit-tested), so that retrying, isolating a record and
+//! re-reading the window are decided by code, never by message text.
+
+use std::collections::BTreeMap;
+
+use crate::batch::PartitionKey;
+
+/// The partitioned ledger, as PostgreSQL names it in errors.
+const LEDGER_TABLE: &str = "processed_inbox";
+
+/// Errors of the database layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Worth retrying unchanged: connection lost, serialization failure,
+    /// deadlock, shutdown, too many connections.
+    #[error("database unavailable ({reason}): {message}")]
+    Transient {
+        reason: &'static str,
+        message: String,
+    },
+    /// The database refused the data itself; retrying the same data fails
+    /// again.
+    #[error("database rejected the batch (SQLSTATE {sqlstate}): {message}")]
+    Rejected { sqlstate: String, message: String },
+    /// The database refused the statements themselves (privileges, a
+    /// missing object...): every record would fail alike, so the batch is
+    /// retried, never parked, until an operator fixes the cause.
+    #[error("database error (SQLSTATE {sqlstate}): {message}")]
+    Unexpected { sqlstate: String, message: String },
+    /// A record's event day has no ledger partition (dropped or not made
+    /// since the window was read): re-read the window and park those
+    /// records, never blame the batch.
+    #[error("no ledger partition for a record of the batch: {message}")]
+    MissingPartition { message: String },
+    /// The database's position of a partition is behind the one this
+    /// consumer wrote (the database was restored, or failed over to a replica
+    /// that lacked the last commits): nothing of the batch committed. The
+    /// partitions behind, with the database's position (`None`: it has
+    /// none); the consumer reads them again from there.
+    #[error("the database went back: its positions are behind this consumer's for {} partition(s)", positions.len())]
+    PositionBehind {
+        positions: BTreeMap<PartitionKey, Option<i64>>,
+    },
+    /// The database does not hold the schema this binary needs.
+    #[error("{0}")]
+    Schema(String),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Every value of `inbox_db_retries_total{reason}` (those of
+/// [`StoreError::retry_reason`]), so that each series exists from the first
+/// scrape.
+pub const RETRY_REASONS: [&str; 13] = [
+    "serialization_failure",
+    "deadlock",
+    "too_many_connections",
+    "lock_not_available",
+    "query_canceled",
+    "admin_shutdown",
+    "connection",
+    "insufficient_resources",
+    "pool_timeout",
+    "database_error",
+    "rejected",
+    "missing_partition",
+    "position_behind",
+];
+
+impl StoreError {
+    /// The label of `inbox_db_retries_total{reason}` for a batch that failed
+    /// with this error: one of [`RETRY_REASONS`].
+    pub fn retry_reason(&self) -> &'static str {
+        match self {
+            StoreError::Transient { reason, .. } => reason,
+            StoreError::Unexpected { .. } | StoreError::Migrate(_) | StoreError::Schema(_) => {
+                "database_error"
+            }
+            StoreError::Rejected { .. } => "rejected",
+            StoreError::MissingPartition { .. } => "missing_partition",
+            StoreError::PositionBehind { .. } => "position_behind",
+        }
+    }
+}
+
+/// What the service does with a database error, by SQLSTATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Retry the batch unchanged, counted under this reason.
+    Retry(&'static str),
+    /// The record's own data: split the batch to isolate it, park it.
+    Isolate,
+    /// The ledger has no partition for a record's day: re-read the window.
+    MissingPartition,
+    /// The database went back (restored, failed over): read again from its
+    /// positions.
+    PositionBehind,
+    /// The statement itself is refused (privileges, a missing object, a
+    /// bug): every record would fail alike, so the batch is retried, never
+    /// blamed on the records.
+    Unexpected,
+}
+
+/// SQLSTATE codes, or classes (two characters), and what they mean here;
+/// the first match wins. Codes not listed are [`Verdict::Unexpected`].
+const SQLSTATES: [(&str, Verdict); 11] = [
+    ("40001", Verdict::Retry("serialization_failure")),
+    ("40P01", Verdict::Retry("deadlock")),
+    ("53300", Verdict::Retry("too_many_connections")),
+    ("55P03", Verdict::Retry("lock_not_available")),
+    ("57014", Verdict::Retry("query_canceled")),
+    // inbox_position_behind (migration 20261203000003).
+    ("IX001", Verdict::PositionBehind),
+    // Class 57P: operator intervention (admin shutdown, crash shutdown,
+    // cannot connect now).
+    ("57P", Verdict::Retry("admin_shutdown")),
+    // Class 08: connection exceptions.
+    ("08", Verdict::Retry("connection")),
+    // Class 53: insufficient resources (disk full, out of memory).
+    ("53", Verdict::Retry("insufficient_resources")),
+    // Data exceptions and integrity violations belong to the records.
+    ("22", Verdict::Isolate),
+    ("23", Verdict::Isolate),
+];
+
+/// What to do with an error of this SQLSTATE on this table and constraint
+/// (as the server reports them: never by message text, which depends on
+/// the server's language).
+pub fn classify(sqlstate: &str, table: Option<&str>, constraint: Option<&str>) -> Verdict {
+    // A check violation on the ledger with no constraint named is its
+    // partition routing: no partition holds the row's day.
+    if sqlstate == "23514" && table == Some(LEDGER_TABLE) && constraint.is_none() {
+        return Verdict::MissingPartition;
+    }
+    SQLSTATES
+        .iter()
+        .find(|(code, _)| sqlstate.starts_with(code))
+        .map_or(Verdict::Unexpected, |(_, verdict)| *verdict)
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        let transient = |reason| StoreError::Transient {
+            reason,
+            message: error.to_string(),
+        };
+        match &error {
+            sqlx::Error::Database(db) => {
+                let sqlstate = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                let message = db.message().to_owned();
+                match classify(&sqlstate, db.table(), db.constraint()) {
+                    Verdict::Retry(reason) => transient(reason),
+                    // Which partitions, the inbox finds out.
+                    Verdict::PositionBehind => StoreError::PositionBehind {
+                        positions: BTreeMap::new(),
+                    },
+                    Verdict::MissingPartition => StoreError::MissingPartition { message },
+                    Verdict::Isolate => StoreError::Rejected { sqlstate, message },
+                    Verdict::Unexpected => StoreError::Unexpected { sqlstate, message },
+                }
+            }
+            sqlx::Error::PoolTimedOut => transient("pool_timeout"),
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => transient("connection"),
+            _ => StoreError::Unexpected {
+                sqlstate: String::new(),
+                message: error.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_codes_are_retried_under_their_reason() {
+        for (sqlstate, reason) in [
+            ("40001", "serialization_failure"),
+            ("40P01", "deadlock"),
+            ("53300", "too_many_connections"),
+            ("53100", "insufficient_resources"),
+            ("55P03", "lock_not_available"),
+            ("57014", "query_canceled"),
+            ("57P01", "admin_shutdown"),
+            ("57P03", "admin_shutdown"),
+            ("08006", "connection"),
+        ] {
+            assert_eq!(
+                classify(sqlstate, None, None),
+                Verdict::Retry(reason),
+                "{sqlstate}"
+            );
+            assert!(RETRY_REASONS.contains(&reason), "{reason} is exposed");
+        }
+    }
+
+    #[test]
+    fn a_records_own_data_is_isolated() {
+        for sqlstate in ["22P05", "22001", "23505", "23514"] {
+            assert_eq!(
+                classify(sqlstate, Some("inbox_parked"), Some("c")),
+                Verdict::Isolate,
+                "{sqlstate}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_ledger_partition_is_told_by_code_table_and_no_constraint() {
+        assert_eq!(
+            classify("23514", Some(LEDGER_TABLE), None),
+            Verdict::MissingPartition
+        );
+        // A named CHECK constraint on the ledger is the data's fault.
+        assert_eq!(
+            classify("23514", Some(LEDGER_TABLE), Some("processed_inbox_check")),
+            Verdict::Isolate
+        );
+        assert_eq!(
+            classify("23514", Some("inventory_stock"), None),
+            Verdict::Isolate
+        );
+    }
+
+    #[test]
+    fn a_database_gone_back_and_anything_else() {
+        assert_eq!(classify("IX001", None, None), Verdict::PositionBehind);
+        for sqlstate in ["42501", "42883", "XX000", ""] {
+            assert_eq!(
+                classify(sqlstate, None, None),
+                Verdict::Unexpected,
+                "{sqlstate:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The database side: one statement per batch (`sql/apply_batch.sql`), its
+//! own transaction, so a batch costs one round trip to PostgreSQL.
+//!
+//! Invariants:
+//! - A batch is applied atomically: ledger rows, reservations, the
+//!   aggregated stock update, parked rows and the partitions' positions
+//!   commit together or not at all, and the result is read only after the
+//!   commit.
+//! - The ledger's primary key is the only authority on duplicates; nothing
+//!   in memory decides whether an event was applied before.
+//! - Stock rows are locked in SKU order before anything else is written, so
+//!   concurrent batches cannot deadlock on them.
+//! - A batch the database refuses for a non-transient reason is split until
+//!   the offending records are isolated and parked as `db_rejected`; every
+//!   other record is applied exactly once. Transient errors are returned to
+//!   the caller, which retries the whole batch.
+//!
+//! Layout:
+//! - `schema`: the pool, migrations, the schema check, maintenance.
+//! - `apply`: the batch statement, its bind arrays and outcome, bisection.
+//! - `replay`: listing and replaying parked records.
+//! - `error`: [`StoreError`] and the SQLSTATE table.
+
+mod apply;
+mod error;
+mod replay;
+mod schema;
+
+pub use apply::BatchOutcome;
+pub use error::{StoreError, RETRY_REASONS};
+pub use replay::{ParkedEntry, ReplayOutcome};
+pub use schema::{
+    check_schema, connect, load_window, maintain, migrate, Connection, MaintainReport, Retention,
+    PREMAKE_DAYS,
+};
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
+
+use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::window::DedupWindow;
+
+/// How often the dedup window is re-read even when nothing failed.
+const WINDOW_REFRESH: Duration = Duration::from_secs(60);
+
+/// Timed round trips kept to estimate the distance to the database.
+const ROUND_TRIP_SAMPLES: usize = 5;
+
+/// The inbox of one logical consumer: applies batches exactly once. Shared
+/// by concurrent batches (of distinct partitions): each takes its own
+/// connection from the pool.
+pub struct Inbox {
+    pool: PgPool,
+    /// The ledger's `consumer`: stable across pods and restarts, so a replay
+    /// under a new group id is still recognised.
+    consumer: String,
+    /// The dedup window and when it was read.
+    window: Mutex<(DedupWindow, Option<Instant>)>,
+    /// Connections kept out of the pool between batches: sqlx checks a
+    /// connection returned to its pool with a round trip (a Sync), which
+    /// would double the cost of a batch. A batch takes one (or a new one
+    /// from the pool) and puts it back unless the database failed on it.
+    idle: Mutex<Vec<PoolConnection<Postgres>>>,
+    /// The last few timed window reads, for [`Inbox::round_trip`].
+    round_trips: Mutex<Vec<Duration>>,
+    /// The position this inbox last wrote per partition: a database whose
+    /// position is behind it went back, and the batch statement refuses to
+    /// go on there (`PositionBehind`).
+    written: Mutex<BTreeMap<PartitionKey, i64>>,
+}
+
+impl Inbox {
+    pub fn new(pool: PgPool, consumer: String) -> Self {
+        Inbox {
+            pool,
+            consumer,
+            window: Mutex::new((DedupWindow::default(), None)),
+            idle: Mutex::new(Vec::new()),
+            round_trips: Mutex::new(Vec::new()),
+            written: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Applies a batch of records (in poll order) exactly once. On `Err`
+    /// nothing of the batch is committed that was not committed before, and
+    /// retrying it is always safe.
+    /// `trace_id`, the batch span's, is kept on the rows it parks.
+    pub async fn apply(
+        &self,
+        records: &[InboundRecord],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let window = match self.current_window() {
+            Some(window) => window,
+            None => self.refresh_window().await?,
+        };
+        let batch = batch::classify(records.to_vec(), &window);
+        match self.apply_isolating(&batch, trace_id).await {
+            // A partition dropped since the window was read: re-read it, so
+            // the records of that day are parked instead of failing again.
+            Err(StoreError::MissingPartition { .. }) => {
+                let window = self.refresh_window().await?;
+                let batch = batch::classify(records.to_vec(), &window);
+                self.apply_isolating(&batch, trace_id).await
+            }
+            result => result,
+        }
+    }
+
+    /// The window, unless it is older than the refresh period.
+    fn current_window(&self) -> Option<DedupWindow> {
+        let guard = self.window.lock().expect("window lock");
+        match guard.1 {
+            Some(read) if read.elapsed() <= WINDOW_REFRESH => Some(guard.0.clone()),
+            _ => None,
+        }
+    }
+
+    /// Re-reads the dedup window from the database.
+    pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
+        let window = load_window(&self.pool).await?;
+        *self.window.lock().expect("window lock") = (window.clone(), Some(Instant::now()));
+        self.time_round_trip().await?;
+        Ok(window)
+    }
+
+    /// Times a statement that costs the database nothing (on a connection
+    /// where it is prepared already): its time is the round trip.
+    async fn time_round_trip(&self) -> Result<(), StoreError> {
+        let mut connection = self.pool.acquire().await?;
+        let mut took = Duration::MAX;
+        for _ in 0..2 {
+            let asked = Instant::now();
+            sqlx::query("SELECT 1").execute(&mut *connection).await?;
+            took = asked.elapsed();
+        }
+        tracing::debug!(round_trip_ms = took.as_secs_f64() * 1e3, "round trip timed");
+        let mut trips = self.round_trips.lock().expect("round trips lock");
+        if trips.len() == ROUND_TRIP_SAMPLES {
+            trips.remove(0);
+        }
+        trips.push(took);
+        Ok(())
+    }
+
+    /// The round trip to the database: the shortest of the last few timed
+    /// (the shortest, so that one slow answer does not count).
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.round_trips
+            .lock()
+            .expect("round trips lock")
+            .iter()
+            .min()
+            .copied()
+    }
+}

@@ -1,0 +1,175 @@
+//! Parked records read back: `parked list` and `parked replay`, which runs
+//! a stored record through the batch statement again, exactly once.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::batch::{self, Disposition, InboundRecord};
+use crate::event::ParkReason;
+
+use super::{Inbox, StoreError};
+
+const LIST_PARKED: &str = include_str!("../../sql/list_parked.sql");
+const LOCK_PARKED: &str = include_str!("../../sql/lock_parked.sql");
+const MARK_REPLAYED: &str = include_str!("../../sql/mark_replayed.sql");
+const REPLAY_CANDIDATES: &str = include_str!("../../sql/replay_candidates.sql");
+
+impl Inbox {
+    /// Replays one parked record through the normal path (decode, validate,
+    /// the batch transaction), in one transaction with the parked row locked:
+    /// exactly once even when replays run twice or concurrently.
+    pub async fn replay(&self, id: i64) -> Result<ReplayOutcome, StoreError> {
+        let window = self.refresh_window().await?;
+        let mut tx = self.pool.begin().await?;
+        let Some(row) = sqlx::query(LOCK_PARKED)
+            .bind(id)
+            .bind(&self.consumer)
+            .fetch_optional(&mut *tx)
+            .await?
+        else {
+            return Ok(ReplayOutcome::NotFound);
+        };
+        let replayed_at: Option<DateTime<Utc>> = row.try_get("replayed_at")?;
+        if let Some(at) = replayed_at {
+            return Ok(ReplayOutcome::AlreadyReplayed(at));
+        }
+        let headers_json: String = row.try_get("headers")?;
+        let record = InboundRecord {
+            topic: row.try_get("topic")?,
+            partition: row.try_get("kafka_partition")?,
+            offset: row.try_get("kafka_offset")?,
+            timestamp: None,
+            key: None,
+            payload: row.try_get("payload")?,
+            headers: crate::parked::headers_from_json(&headers_json),
+        };
+        let batch = batch::classify(vec![record], &window);
+        let outcome = match &batch[0].disposition {
+            Disposition::Parked(rejection) => {
+                ReplayOutcome::StillParked(rejection.reason, rejection.detail.clone())
+            }
+            _ => {
+                // A replay does not move positions: the record was read long ago.
+                let done = self
+                    .apply_in(&mut tx, &batch, &BTreeMap::new(), None)
+                    .await?;
+                if done.processed == 1 {
+                    ReplayOutcome::Applied
+                } else if done.duplicates == 1 {
+                    ReplayOutcome::Duplicate
+                } else {
+                    ReplayOutcome::StillParked(
+                        ParkReason::UnknownSku,
+                        "an SKU of the order is still not in inventory_stock".into(),
+                    )
+                }
+            }
+        };
+        sqlx::query(MARK_REPLAYED)
+            .bind(id)
+            .bind(outcome.to_string())
+            .bind(outcome.reached_ledger())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    /// Ids of the parked records of one reason not replayed yet.
+    pub async fn replay_candidates(&self, reason: ParkReason) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(REPLAY_CANDIDATES)
+            .bind(&self.consumer)
+            .bind(reason.as_str())
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Parked records, oldest first.
+    pub async fn list_parked(
+        &self,
+        reason: Option<ParkReason>,
+        since: Option<DateTime<Utc>>,
+        limit: i64,
+    ) -> Result<Vec<ParkedEntry>, StoreError> {
+        let rows = sqlx::query(LIST_PARKED)
+            .bind(&self.consumer)
+            .bind(reason.map(ParkReason::as_str))
+            .bind(since)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ParkedEntry {
+                    id: row.try_get("id")?,
+                    parked_at: row.try_get("parked_at")?,
+                    reason: row.try_get("reason")?,
+                    error: row.try_get("error")?,
+                    topic: row.try_get("topic")?,
+                    partition: row.try_get("kafka_partition")?,
+                    offset: row.try_get("kafka_offset")?,
+                    message_id: row.try_get("message_id")?,
+                    replayed_at: row.try_get("replayed_at")?,
+                    replay_outcome: row.try_get("replay_outcome")?,
+                    trace_id: row.try_get("trace_id")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::from)
+    }
+}
+
+/// What a replay of a parked record did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// Applied now: ledger row, reservations, stock.
+    Applied,
+    /// The event was already in the ledger: nothing to do.
+    Duplicate,
+    /// Still not applicable; the row stays eligible for another replay.
+    StillParked(ParkReason, String),
+    /// Replayed before, at that time: nothing to do.
+    AlreadyReplayed(DateTime<Utc>),
+    NotFound,
+}
+
+impl ReplayOutcome {
+    /// The event is in the ledger now, so the parked row is done.
+    pub fn reached_ledger(&self) -> bool {
+        matches!(self, ReplayOutcome::Applied | ReplayOutcome::Duplicate)
+    }
+}
+
+impl std::fmt::Display for ReplayOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayOutcome::Applied => write!(f, "applied"),
+            ReplayOutcome::Duplicate => write!(f, "duplicate (already applied)"),
+            ReplayOutcome::StillParked(reason, detail) => {
+                write!(f, "still parked: {reason}: {detail}")
+            }
+            ReplayOutcome::AlreadyReplayed(at) => write!(f, "already replayed at {at}"),
+            ReplayOutcome::NotFound => write!(f, "no such parked record for this consumer"),
+        }
+    }
+}
+
+/// One parked record as `parked list` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ParkedEntry {
+    pub id: i64,
+    pub parked_at: DateTime<Utc>,
+    pub reason: String,
+    pub error: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub message_id: Option<Uuid>,
+    pub replayed_at: Option<DateTime<Utc>>,
+    pub replay_outcome: Option<String>,
+    /// The trace of the batch that parked it, when tracing was on.
+    pub trace_id: Option<String>,
+}

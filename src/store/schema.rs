@@ -1,0 +1,151 @@
+//! Connections, the schema and maintenance: the pool every session comes
+//! from (its timeouts and plan mode set at start-up, no round trip of
+//! their own), the embedded migrations and the check that the database holds
+//! the schema this binary was built for, and the ledger partitions of the
+//! dedup window (docs/design.md#the-dedup-window).
+
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Row};
+
+use crate::window::DedupWindow;
+
+use super::StoreError;
+
+const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
+const MAINTAIN: &str = include_str!("../../sql/maintain.sql");
+
+/// Days of ledger partitions made ahead of today (docs/design.md#the-dedup-window).
+pub const PREMAKE_DAYS: i32 = 2;
+
+/// Where the database is, and the limits of every session.
+#[derive(Debug, Clone, Copy)]
+pub struct Connection<'a> {
+    pub url: &'a str,
+    /// `statement_timeout`; zero: none.
+    pub statement_timeout: Duration,
+    /// `lock_timeout`; zero: none.
+    pub lock_timeout: Duration,
+}
+
+/// A pool of connections to the inventory database: one for each of `lanes`
+/// concurrent batches (each keeps its own, see [`Inbox`]) and one more for
+/// everything else (the window, maintenance).
+pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, StoreError> {
+    let options: PgConnectOptions = connection.url.parse().map_err(|_| StoreError::Rejected {
+        sqlstate: String::new(),
+        message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
+    })?;
+    // Generic plans: every statement is set-based over arrays, so a plan
+    // does not depend on the values, while a custom plan would re-plan the
+    // partitioned ledger (every partition) on each execution.
+    // The timeouts go in the start-up packet: no round trip of their own.
+    let statement_timeout = connection.statement_timeout.as_millis().to_string();
+    let lock_timeout = connection.lock_timeout.as_millis().to_string();
+    let options = options.application_name("inventory-inbox").options([
+        ("plan_cache_mode", "force_generic_plan"),
+        ("statement_timeout", statement_timeout.as_str()),
+        ("lock_timeout", lock_timeout.as_str()),
+    ]);
+    Ok(PgPoolOptions::new()
+        .max_connections(lanes + 1)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(2))
+        // No ping before each use: it would cost a round trip per batch. A
+        // dead connection fails the batch, which is retried on a new one.
+        .test_before_acquire(false)
+        .connect_lazy_with(options))
+}
+
+/// What maintenance keeps (docs/design.md#the-dedup-window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Days of ledger partitions behind today: the dedup window.
+    pub ledger_days: i32,
+    /// Days a parked row is kept.
+    pub parked_days: i32,
+    /// Days after which a parked row's payload is cleared; 0 keeps it.
+    pub parked_payload_days: i32,
+}
+
+/// Applies the embedded migrations, then creates the partitions of the
+/// window.
+pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
+    MIGRATOR.run(pool).await?;
+    maintain(pool, retention).await
+}
+
+/// The migrations embedded in this binary.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Checks that the database holds the inbox schema this binary was built
+/// for: applied by `inventory-inbox migrate`, neither older nor newer.
+pub async fn check_schema(pool: &PgPool) -> Result<(), StoreError> {
+    let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
+    let found: Option<i64> =
+        match sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(version) => version,
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P01") => None,
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42501") => {
+                return Err(StoreError::Schema(format!(
+                    "cannot read the schema version ({}): the inbox schema is older than this binary; run `inventory-inbox migrate` as the owner role",
+                    db.message()
+                )))
+            }
+            Err(other) => return Err(other.into()),
+        };
+    match found {
+        None => Err(StoreError::Schema(
+            "the database has no inbox schema: run `inventory-inbox migrate` as the owner role first"
+                .into(),
+        )),
+        Some(version) if version < expected => Err(StoreError::Schema(format!(
+            "the inbox schema is older than this binary (version {version}, this binary needs {expected}): run `inventory-inbox migrate` as the owner role"
+        ))),
+        Some(version) if version > expected => Err(StoreError::Schema(format!(
+            "the inbox schema is newer than this binary (version {version}, this binary knows up to {expected}): run the inventory-inbox release that migrated it, or a newer one"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// What one maintenance run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintainReport {
+    /// False when another instance held the maintenance lock.
+    pub locked: bool,
+    pub created: i32,
+    pub dropped: i32,
+    pub parked_deleted: i32,
+    pub payloads_cleared: i32,
+}
+
+/// Creates partitions ahead, drops those older than the retention and prunes
+/// parked rows, under an advisory lock (docs/design.md#the-dedup-window).
+pub async fn maintain(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
+    let row = sqlx::query(MAINTAIN)
+        .bind(retention.ledger_days)
+        .bind(PREMAKE_DAYS)
+        .bind(retention.parked_days)
+        .bind(retention.parked_payload_days)
+        .fetch_one(pool)
+        .await?;
+    Ok(MaintainReport {
+        locked: row.try_get("locked")?,
+        created: row.try_get("created")?,
+        dropped: row.try_get("dropped")?,
+        parked_deleted: row.try_get("parked_deleted")?,
+        payloads_cleared: row.try_get("payloads_cleared")?,
+    })
+}
+
+/// Reads the dedup window: the days that have a ledger partition.
+pub async fn load_window(pool: &PgPool) -> Result<DedupWindow, StoreError> {
+    let days: Vec<NaiveDate> = sqlx::query_scalar(WINDOW_DAYS).fetch_all(pool).await?;
+    Ok(DedupWindow::new(days))
+}
