@@ -19,9 +19,12 @@ help:
 deps:
 	@scripts/build-deps.sh
 
-# System packages the tests need (Debian's prometheus for tests/observability.rs).
+# System packages the tests need (Debian's prometheus for tests/observability.rs),
+# and the OpenTelemetry Collector of tests/tracing.rs (tools/otelcol, built
+# with Go from the module proxy: minutes the first time, then a checksum).
 test-deps:
 	@scripts/test-deps.sh
+	@scripts/otelcol.sh build >/dev/null
 
 services-up:
 	scripts/services.sh up $(if $(KAFKA_BROKERS),--brokers $(KAFKA_BROKERS))

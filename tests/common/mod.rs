@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod private_kafka;
+pub mod private_otelcol;
 pub mod private_pg;
 pub mod proxy;
 
