@@ -104,3 +104,22 @@ fn classic_protocol_properties_are_refused_with_the_consumer_protocol() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_otlp_setting_the_service_cannot_use_names_the_variable() {
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317");
+    for (env, name) in [
+        (
+            vec![endpoint, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318")],
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ),
+    ] {
+        let (code, stderr) = run_with(&env, &[]);
+        assert_eq!(code, 2, "{env:?} accepted: {stderr}");
+        assert_one_line_naming(&stderr, name);
+    }
+}
