@@ -29,10 +29,10 @@
 pub mod batch;
 pub mod config;
 pub mod event;
-pub mod kafka;
-pub mod metrics;
-pub mod parked;
-pub mod pipeline;
+mod kafka;
+mod metrics;
+mod parked;
+mod pipeline;
 pub mod positions;
 pub mod service;
 pub mod store;

@@ -61,18 +61,21 @@ pub struct Metrics {
     pub readiness: Arc<Readiness>,
 }
 
-/// What `/readyz` reports: ready when the consumer has partitions assigned
-/// and the database answered its last batch.
+/// What `/readyz` reports: ready when the consumer has partitions assigned,
+/// the database answered its last batch, and it is not draining.
 #[derive(Default)]
 pub struct Readiness {
     pub partitions_assigned: AtomicBool,
     pub database_reachable: AtomicBool,
+    /// Shutdown asked: finishing the batch in hand, taking no new work.
+    pub draining: AtomicBool,
 }
 
 impl Readiness {
     pub fn is_ready(&self) -> bool {
         self.partitions_assigned.load(Ordering::Relaxed)
             && self.database_reachable.load(Ordering::Relaxed)
+            && !self.draining.load(Ordering::Relaxed)
     }
 }
 
@@ -335,10 +338,18 @@ impl Default for Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
-pub async fn serve(listener: TcpListener, metrics: Metrics) {
+/// Serves `/metrics`, `/healthz` and `/readyz` until `finished`.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Metrics,
+    mut finished: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
+        let accepted = tokio::select! {
+            _ = finished.wait_for(|done| *done) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((mut socket, _)) = accepted else {
             continue;
         };
         let metrics = metrics.clone();
@@ -363,12 +374,13 @@ pub async fn serve(listener: TcpListener, metrics: Metrics) {
                     "503 Service Unavailable",
                     "text/plain",
                     format!(
-                        "not ready: partitions_assigned={} database_reachable={}\n",
+                        "not ready: partitions_assigned={} database_reachable={} draining={}\n",
                         metrics
                             .readiness
                             .partitions_assigned
                             .load(Ordering::Relaxed),
-                        metrics.readiness.database_reachable.load(Ordering::Relaxed)
+                        metrics.readiness.database_reachable.load(Ordering::Relaxed),
+                        metrics.readiness.draining.load(Ordering::Relaxed)
                     ),
                 ),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),

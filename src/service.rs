@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::config::{ConfigError, RunArgs};
 use crate::kafka::{CommittedOffsets, Dlq, InboxContext};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, Readiness};
 use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
 use crate::positions::PositionSource;
 use crate::store::{self, Inbox};
@@ -35,6 +35,11 @@ pub enum ServiceError {
 }
 
 /// Runs the consumer until SIGTERM or SIGINT, then drains and exits.
+///
+/// The background tasks (the metrics endpoint, the signal handler,
+/// maintenance) are stopped by one `finished` signal once the consumer has
+/// closed, and joined: nothing outlives `run`. The metrics endpoint serves
+/// the whole drain, with `/readyz` unready from the signal on.
 pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
@@ -45,11 +50,41 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
                 address: args.metrics_addr,
                 source,
             })?;
-    tokio::spawn(metrics::serve(listener, metrics.clone()));
-
+    let (finish, finished) = watch::channel(false);
     let (stop, shutdown) = watch::channel(false);
-    tokio::spawn(forward_signals(stop));
+    let mut tasks = vec![
+        tokio::spawn(metrics::serve(listener, metrics.clone(), finished.clone())),
+        tokio::spawn(forward_signals(
+            stop,
+            metrics.readiness.clone(),
+            finished.clone(),
+        )),
+    ];
+    let ran = consume_until_shutdown(
+        &args, &kafka, &metrics, &telemetry, shutdown, finished, &mut tasks,
+    )
+    .await;
+    let _ = finish.send(true);
+    for task in tasks {
+        if let Err(error) = task.await {
+            tracing::warn!(%error, "a background task ended abnormally");
+        }
+    }
+    ran
+}
 
+/// Start-up (the database, maintenance, the topic's retention), then one
+/// consumer after another until shutdown: a static member fenced when its
+/// coordinator moved joins again with a new one.
+async fn consume_until_shutdown(
+    args: &RunArgs,
+    kafka: &crate::kafka::KafkaSettings,
+    metrics: &Metrics,
+    telemetry: &Telemetry,
+    shutdown: watch::Receiver<bool>,
+    finished: watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(), ServiceError> {
     let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
     // The dedup window must be known before the first batch; wait for the
@@ -70,17 +105,18 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
         .readiness
         .database_reachable
         .store(true, std::sync::atomic::Ordering::Relaxed);
-    tokio::spawn(maintain_periodically(
+    tasks.push(tokio::spawn(maintain_periodically(
         pool.clone(),
         args.database.retention(),
         args.maintenance_interval(),
-    ));
+        finished,
+    )));
 
     check_topic_retention(
-        &kafka,
+        kafka,
         &args.kafka_topic,
         args.database.inbox_retention_days,
-        &metrics,
+        metrics,
     )
     .await;
 
@@ -89,11 +125,11 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
     loop {
         let replaces_fenced = !fences.is_empty();
         let result = consume(
-            &args,
-            &kafka,
+            args,
+            kafka,
             &inbox,
-            &metrics,
-            &telemetry,
+            metrics,
+            telemetry,
             shutdown.clone(),
             replaces_fenced,
         )
@@ -239,11 +275,20 @@ async fn maintain_and_load(
     inbox.refresh_window().await.map(|_| ())
 }
 
-async fn maintain_periodically(pool: sqlx::PgPool, retention: store::Retention, every: Duration) {
+/// Maintenance every `every` until `finished`.
+async fn maintain_periodically(
+    pool: sqlx::PgPool,
+    retention: store::Retention,
+    every: Duration,
+    mut finished: watch::Receiver<bool>,
+) {
     let mut interval = tokio::time::interval(every);
     interval.tick().await;
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = finished.wait_for(|done| *done) => return,
+            _ = interval.tick() => {}
+        }
         match store::maintain(&pool, retention).await {
             Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
             Err(error) => {
@@ -253,8 +298,14 @@ async fn maintain_periodically(pool: sqlx::PgPool, retention: store::Retention, 
     }
 }
 
-/// Turns SIGTERM and SIGINT into the shutdown signal.
-async fn forward_signals(stop: watch::Sender<bool>) {
+/// Turns SIGTERM and SIGINT into the shutdown signal, and `/readyz` unready
+/// (draining); ends without one when the service is `finished` otherwise
+/// (a fatal error).
+async fn forward_signals(
+    stop: watch::Sender<bool>,
+    readiness: Arc<Readiness>,
+    mut finished: watch::Receiver<bool>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -266,6 +317,10 @@ async fn forward_signals(stop: watch::Sender<bool>) {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: finishing the batch in hand"),
         _ = int.recv() => tracing::info!("SIGINT: finishing the batch in hand"),
+        _ = finished.wait_for(|done| *done) => return,
     }
+    readiness
+        .draining
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = stop.send(true);
 }

@@ -1,0 +1,271 @@
+//! Applying a round: its batches in their lanes, each one transaction in a
+//! span of its own, and a batch that fails retried in order with the
+//! partitions paused (the consumer keeps polling, so it stays in its group),
+//! or read again from the database's positions when the database went back.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use rdkafka::consumer::Consumer;
+use rdkafka::Offset;
+
+use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::store::{BatchOutcome, StoreError};
+
+use super::observe::{BatchCommitted, BatchRolledBack};
+use super::{Pipeline, Poll};
+
+/// First and largest pause between retries of a batch.
+const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long shutdown waits for an unavailable database before it abandons
+/// the batch in hand (uncommitted, so it is redelivered).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// A batch being retried: when to try next, whether the partitions are
+/// paused, and since when a shutdown has been waiting for it.
+struct Retrying {
+    backoff: Duration,
+    paused: bool,
+    shutdown_since: Option<Instant>,
+}
+
+impl Pipeline {
+    /// Applies a round of records: at most one batch per lane, of distinct
+    /// partitions, run concurrently, one transaction each (what does not fit
+    /// goes back to the front of the carry for the next round). A batch that
+    /// fails is then retried, in order, with the partitions paused. Returns
+    /// the records applied and the outcome.
+    pub(super) async fn apply_round(
+        &self,
+        records: Vec<InboundRecord>,
+        started: Instant,
+        poll: &mut Poll,
+    ) -> (Vec<InboundRecord>, BatchOutcome) {
+        let round = batch::round(records, self.lanes(), self.settings.max_records);
+        for record in round.left_over.into_iter().rev() {
+            poll.carry.push_front(record);
+        }
+        tracing::debug!(lanes = round.batches.len(), "round");
+        let results =
+            futures::future::join_all(round.batches.into_iter().map(|batch| async move {
+                match self.apply_traced(&batch).await {
+                    Ok(done) => {
+                        BatchCommitted {
+                            size: batch.len(),
+                            started,
+                        }
+                        .emit(&self.metrics);
+                        (batch, done, None)
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "batch rolled back; retrying");
+                        (Vec::new(), BatchOutcome::default(), Some((batch, error)))
+                    }
+                }
+            }))
+            .await;
+        let mut applied = Vec::new();
+        let mut outcome = BatchOutcome::default();
+        let mut remaining = Vec::new();
+        for (lane_applied, lane_outcome, failed) in results {
+            applied.extend(lane_applied);
+            outcome.absorb(lane_outcome);
+            remaining.extend(failed);
+        }
+        // Partitions revoked while retrying: their records in later batches
+        // belong to the new owner.
+        let mut gone: Vec<PartitionKey> = Vec::new();
+        for (mut batch, error) in remaining {
+            if let StoreError::PositionBehind { positions } = &error {
+                self.read_again(positions, &mut batch, &mut poll.carry);
+            }
+            batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
+            match self.apply_with_retry(batch, poll, &mut gone).await {
+                Some((batch, done)) => {
+                    BatchCommitted {
+                        size: batch.len(),
+                        started,
+                    }
+                    .emit(&self.metrics);
+                    outcome.absorb(done);
+                    applied.extend(batch);
+                }
+                // Shutdown gave up on the database: later batches of the same
+                // partitions must not be applied past the abandoned one.
+                None if *poll.shutdown.borrow() => break,
+                None => {}
+            }
+        }
+        (applied, outcome)
+    }
+
+    /// One batch transaction, in a span of its own when tracing is on.
+    async fn apply_traced(&self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
+        let span = self.telemetry.batch_span(records, &self.group);
+        let result = self.inbox.apply(records, span.trace_id().as_deref()).await;
+        match &result {
+            Ok(outcome) => span.applied(outcome),
+            Err(error) => span.failed(error.retry_reason(), error),
+        }
+        result
+    }
+
+    /// Applies one batch, retrying transient failures while keeping the
+    /// group membership. Returns the records applied (those of partitions
+    /// revoked meanwhile are left to their new owner) and the outcome; `None`
+    /// when there is nothing to commit: the batch was empty, every record of
+    /// it was revoked, or shutdown gave up on an unavailable database.
+    async fn apply_with_retry(
+        &self,
+        mut records: Vec<InboundRecord>,
+        poll: &mut Poll,
+        gone: &mut Vec<PartitionKey>,
+    ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
+        let mut retrying = Retrying {
+            backoff: RETRY_BACKOFF_MIN,
+            paused: false,
+            shutdown_since: None,
+        };
+        let outcome = loop {
+            if records.is_empty() {
+                break None;
+            }
+            match self.apply_traced(&records).await {
+                Ok(outcome) => break Some(outcome),
+                Err(StoreError::PositionBehind { positions }) => {
+                    self.read_again(&positions, &mut records, &mut poll.carry);
+                }
+                Err(error) => {
+                    let wait = jittered(retrying.backoff);
+                    BatchRolledBack {
+                        error: &error,
+                        retry_in: wait,
+                    }
+                    .emit(&self.metrics);
+                    if *poll.shutdown.borrow() {
+                        let since = *retrying.shutdown_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() > SHUTDOWN_GRACE {
+                            tracing::warn!(reason = error.retry_reason(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
+                            break None;
+                        }
+                    }
+                    if !retrying.paused {
+                        retrying.paused = self.pause_all();
+                    }
+                    self.wait_polling(wait, &mut records, &mut poll.carry, gone)
+                        .await;
+                    retrying.backoff = (retrying.backoff * 2).min(RETRY_BACKOFF_MAX);
+                }
+            }
+        };
+        if retrying.paused {
+            self.resume_all();
+        }
+        if outcome.is_some() {
+            self.metrics
+                .readiness
+                .database_reachable
+                .store(true, Ordering::Relaxed);
+        }
+        outcome.map(|outcome| (records, outcome))
+    }
+
+    /// Sleeps for `duration` while serving the consumer (heartbeats are
+    /// librdkafka's, but rebalances and commits are served by polling).
+    async fn wait_polling(
+        &self,
+        duration: Duration,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+        gone: &mut Vec<PartitionKey>,
+    ) {
+        let until = tokio::time::Instant::now() + duration;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                message = self.consumer.recv() => {
+                    gone.extend(self.purge_revoked(records, carry));
+                    if let Ok(message) = message {
+                        carry.push_back(self.received(&message));
+                    }
+                    // Partitions assigned meanwhile are paused too.
+                    self.pause_all();
+                }
+            }
+        }
+        gone.extend(self.purge_revoked(records, carry));
+    }
+
+    /// The database went back (restored, or failed over to a replica that
+    /// lacked the last commits) while this member kept reading: its
+    /// positions of these partitions are behind what was applied and
+    /// committed. Reads each partition again from the database's position
+    /// (its beginning where the database has none), dropping the records in
+    /// hand, which come after what the database lacks.
+    fn read_again(
+        &self,
+        positions: &BTreeMap<PartitionKey, Option<i64>>,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) {
+        self.metrics
+            .db_retries
+            .with_label_values(&["position_behind"])
+            .inc();
+        for ((topic, partition), position) in positions {
+            let offset = match position {
+                Some(next) => Offset::Offset(tokio::task::block_in_place(|| {
+                    crate::positions::checked_start(
+                        &*self.consumer,
+                        topic,
+                        *partition,
+                        *next,
+                        &self.metrics,
+                    )
+                })),
+                None => Offset::Beginning,
+            };
+            tracing::error!(
+                topic,
+                partition,
+                database_position = ?position,
+                "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
+            );
+            let sought = tokio::task::block_in_place(|| {
+                self.consumer
+                    .seek(topic, *partition, offset, Duration::from_secs(10))
+            });
+            if let Err(error) = sought {
+                tracing::error!(%error, topic, partition, "seek failed");
+            }
+            self.offsets
+                .rewind(&(topic.to_owned(), *partition), *position);
+        }
+        let again = |r: &InboundRecord| positions.contains_key(&(r.topic.clone(), r.partition));
+        records.retain(|r| !again(r));
+        carry.retain(|r| !again(r));
+    }
+
+    fn pause_all(&self) -> bool {
+        match self.consumer.assignment() {
+            Ok(assignment) => self.consumer.pause(&assignment).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    fn resume_all(&self) {
+        if let Ok(assignment) = self.consumer.assignment() {
+            if let Err(error) = self.consumer.resume(&assignment) {
+                tracing::warn!(%error, "resume failed");
+            }
+        }
+    }
+}
+
+/// Backoff with ±50 % jitter, so consumers retrying together spread out.
+fn jittered(backoff: Duration) -> Duration {
+    backoff.mul_f64(rand::thread_rng().gen_range(0.5..1.5))
+}

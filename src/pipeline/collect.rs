@@ -1,0 +1,138 @@
+//! Gathering a round: the records a round takes from Kafka (and from what the
+//! last one left), how long it waits for them, and the records of revoked
+//! partitions it lets go.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use futures::FutureExt;
+
+use crate::batch::{InboundRecord, PartitionKey};
+use crate::kafka;
+
+use super::{Phase, Pipeline, Poll};
+
+impl Pipeline {
+    /// Waits for the first record, then gathers up to `max_records` per lane
+    /// or until `linger` after the first. `None` when the loop stops (a
+    /// shutdown or a fatal client error) before any record. Meanwhile,
+    /// every `recommit` tick, sends the offsets Kafka has not confirmed
+    /// again.
+    pub(super) async fn collect(&self, poll: &mut Poll) -> Option<(Vec<InboundRecord>, Instant)> {
+        let capacity = self.settings.max_records * self.lanes();
+        let mut records = Vec::with_capacity(capacity);
+        let mut deadline: Option<tokio::time::Instant> = None;
+        // Records that were already waiting when the round began queued up
+        // during the previous batch: they have lingered enough. Such a round
+        // takes what is there and goes, so under load a batch follows the
+        // last one at once, as large as the traffic of one transaction.
+        // Records carried over (left by the last round, or polled while it
+        // was retried) do not count: a round that starts with them still
+        // gathers what Kafka brings within the linger, rather than going
+        // with a few records.
+        let mut behind = false;
+        while records.len() < capacity {
+            let polled = if let Some(record) = poll.carry.pop_front() {
+                Ok(record)
+            } else {
+                let message = match self.poll_waiting() {
+                    Some(message) => {
+                        behind |= deadline.is_none() && message.is_ok();
+                        message
+                    }
+                    None if behind => break,
+                    None => {
+                        let wait_until = async {
+                            match deadline {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            biased;
+                            _ = poll.shutdown.wait_for(|stop| *stop) => break,
+                            _ = wait_until => break,
+                            _ = poll.recommit.tick() => {
+                                self.recommit_unconfirmed();
+                                continue;
+                            }
+                            message = self.consumer.recv() => message,
+                        }
+                    }
+                };
+                self.purge_revoked(&mut records, &mut poll.carry);
+                message.map(|m| self.received(&m))
+            };
+            match polled {
+                Ok(record) => records.push(record),
+                // librdkafka gives up on this consumer for good (e.g. the
+                // consumer protocol's UnreleasedInstanceId: a static member
+                // restarted before the broker let its old session go): stop,
+                // so that the process exits and is started again.
+                Err(error @ rdkafka::error::KafkaError::MessageConsumptionFatal(_)) => {
+                    tracing::error!(%error, "the Kafka consumer failed fatally; stopping");
+                    poll.phase = Phase::Failed(error);
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "poll error");
+                    continue;
+                }
+            }
+            if deadline.is_none() {
+                deadline = Some(tokio::time::Instant::now() + self.settings.linger);
+            }
+        }
+        self.purge_revoked(&mut records, &mut poll.carry);
+        let started = deadline.map(|d| (d - self.settings.linger).into_std());
+        match started {
+            Some(started) if !records.is_empty() => Some((records, started)),
+            // Stopping with nothing in hand, or everything was revoked.
+            _ if poll.stopping() => None,
+            _ => Some((Vec::new(), Instant::now())),
+        }
+    }
+
+    /// A record already waiting in the consumer's queue, if any. The queue
+    /// also carries events (an offset commit's result, a rebalance), which
+    /// a poll serves without returning a record: a few polls get past the
+    /// ones that came in since the last look, so that a record queued
+    /// behind them still counts as waiting.
+    fn poll_waiting(
+        &self,
+    ) -> Option<rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>> {
+        (0..4).find_map(|_| self.consumer.recv().now_or_never())
+    }
+
+    /// A record polled from Kafka, copied, and counted as held (lag in
+    /// seconds).
+    pub(super) fn received(
+        &self,
+        message: &rdkafka::message::BorrowedMessage<'_>,
+    ) -> InboundRecord {
+        let record = kafka::to_record(message);
+        self.metrics.lag_clock.received(&record);
+        record
+    }
+
+    /// Drops held records of partitions revoked since the last look, and
+    /// returns those partitions.
+    pub(super) fn purge_revoked(
+        &self,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) -> Vec<PartitionKey> {
+        let revoked = self.offsets.take_revoked();
+        if revoked.is_empty() {
+            return revoked;
+        }
+        let gone = |r: &InboundRecord| {
+            revoked
+                .iter()
+                .any(|(t, p)| *t == r.topic && *p == r.partition)
+        };
+        records.retain(|r| !gone(r));
+        carry.retain(|r| !gone(r));
+        revoked
+    }
+}

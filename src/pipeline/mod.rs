@@ -1,0 +1,283 @@
+//! The consumer loop: poll a round of records, apply it (one transaction per
+//! batch), then commit its offsets.
+//!
+//! ```text
+//! recv ──> round (≤ max records per lane, ≤ linger after the first)
+//!   ^          ──> batches of distinct partitions ──> Inbox::apply (one tx each)
+//!   |                                                       │ COMMIT
+//!   └──────── commit offsets (async) <── CommittedOffsets <──┘
+//! ```
+//!
+//! Invariants:
+//! - Offsets are handed to Kafka only after the batch's DB commit.
+//! - While the database is unavailable the assigned partitions are paused and
+//!   the loop keeps polling, so the consumer stays in its group; the batch is
+//!   retried with capped, jittered backoff and nothing is committed.
+//! - A partition's batches are applied in order: a round holds at most one
+//!   batch of it, and rounds follow one another.
+//! - Records of partitions revoked while they were held in memory are
+//!   dropped: their new owner starts at the database's position.
+//! - On shutdown (draining): stop fetching, finish the round in hand,
+//!   commit synchronously, leave the group.
+//!
+//! Layout: `collect` gathers a round, `apply` runs its batches with their
+//! retries, `observe` reports each operational event (log line and metrics
+//! together), `failpoint` holds the test-only crash points.
+
+mod apply;
+mod collect;
+mod failpoint;
+mod observe;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use tokio::sync::watch;
+
+use crate::batch::{self, InboundRecord};
+use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
+use crate::metrics::Metrics;
+use crate::store::{BatchOutcome, Inbox};
+use crate::telemetry::Telemetry;
+
+use failpoint::FailPoint;
+use observe::RoundApplied;
+
+/// The consumer as the pipeline uses it.
+pub type InboxConsumer = StreamConsumer<InboxContext>;
+
+/// How often offsets the database holds and Kafka has not confirmed (a
+/// commit that failed in a rebalance, on a partition with nothing new to
+/// carry the offset) are sent again.
+const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
+
+/// The longest a shutdown waits for the Kafka client to close.
+const DESTROY_WAIT: Duration = Duration::from_secs(10);
+
+/// Batch shape.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSettings {
+    /// Records per transaction.
+    pub max_records: usize,
+    /// How long a round waits for more records after its first, when the
+    /// consumer was idle.
+    pub linger: Duration,
+    /// Batches of distinct partitions applied concurrently (one connection
+    /// each); a partition's records are in one batch of a round, and rounds
+    /// follow one another, so its batches stay in order.
+    pub lanes: usize,
+    /// The round trip to the database from which those lanes are used (see
+    /// [`Pipeline::lanes`]).
+    pub lanes_from_round_trip: Duration,
+    /// This consumer replaces one that was fenced (see `service::run`).
+    pub replaces_fenced: bool,
+}
+
+/// The running consumer.
+pub struct Pipeline {
+    /// The Kafka consumer: polled only by this loop (its callbacks run
+    /// inside the polls).
+    pub consumer: Arc<InboxConsumer>,
+    /// Offsets the database has committed, per owned partition, and which of
+    /// them Kafka has confirmed; shared with the rebalance callbacks.
+    pub offsets: Arc<CommittedOffsets>,
+    /// The database side: one statement per batch.
+    pub inbox: Arc<Inbox>,
+    /// Where copies of parked records go, when configured.
+    pub dlq: Option<Dlq>,
+    pub metrics: Metrics,
+    pub settings: BatchSettings,
+    /// One span per batch transaction when tracing is on.
+    pub telemetry: Telemetry,
+    /// The consumer group, named on the spans.
+    pub group: String,
+}
+
+/// A pipeline error that ends `run`.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+}
+
+/// Where the loop is.
+enum Phase {
+    /// Polling and applying rounds.
+    Consuming,
+    /// librdkafka gave up on this consumer: the round in hand is finished,
+    /// what the database has is committed, and `run` reports the error.
+    Failed(rdkafka::error::KafkaError),
+}
+
+/// What the loop keeps from one step to the next.
+struct Poll {
+    /// Records polled but not applied yet, in poll order: left over by the
+    /// last round, or polled while a batch was retried.
+    carry: VecDeque<InboundRecord>,
+    /// Turns true on SIGTERM/SIGINT: the loop drains (finishes the round in
+    /// hand, polls nothing new) and stops.
+    shutdown: watch::Receiver<bool>,
+    /// When to send the offsets Kafka has not confirmed again.
+    recommit: tokio::time::Interval,
+    phase: Phase,
+}
+
+impl Poll {
+    /// Draining (shutdown asked) or failed: no new round starts.
+    fn stopping(&self) -> bool {
+        !matches!(self.phase, Phase::Consuming) || *self.shutdown.borrow()
+    }
+}
+
+impl Pipeline {
+    /// Runs until `shutdown` turns true, then drains and commits.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
+        let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
+        recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut poll = Poll {
+            carry: VecDeque::new(),
+            shutdown,
+            recommit,
+            phase: Phase::Consuming,
+        };
+        let mut failpoint = FailPoint::from_env();
+        loop {
+            let Some((records, started)) = self.collect(&mut poll).await else {
+                break;
+            };
+            let (records, outcome) = self.apply_round(records, started, &mut poll).await;
+            if !records.is_empty() {
+                self.committed(&records, &outcome, &poll, &mut failpoint);
+            }
+            if poll.stopping() {
+                break;
+            }
+        }
+        let failed = match poll.phase {
+            Phase::Failed(error) => Some(error),
+            Phase::Consuming => None,
+        };
+        self.close(failed.is_some());
+        match failed {
+            Some(error) => Err(error.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// After a round's database commits: its offsets to Kafka (those of
+    /// partitions still owned: a revoked one's new owner commits it), its
+    /// metrics and log lines, its parked records' DLQ copies.
+    fn committed(
+        &self,
+        records: &[InboundRecord],
+        outcome: &BatchOutcome,
+        poll: &Poll,
+        failpoint: &mut FailPoint,
+    ) {
+        let next = batch::next_offsets(records);
+        self.metrics.lag_clock.applied(&next, poll.carry.iter());
+        let committed = self.offsets.advance(&next);
+        RoundApplied { outcome }.emit(&self.metrics);
+        if let Some(dlq) = &self.dlq {
+            publish_parked(dlq, records, outcome);
+        }
+        failpoint.abort_after_db_commit();
+        // A dropped commit is sent again with the unconfirmed ones.
+        if !committed.is_empty() && !failpoint.drop_offset_commit() {
+            self.commit_async(&kafka::to_list(committed.iter()));
+        }
+    }
+
+    /// Commits every offset the database has, synchronously, and leaves the
+    /// group (dropping the consumer closes it, which revokes its partitions).
+    fn close(self, fatal: bool) {
+        let offsets = self.offsets.all();
+        if offsets.count() > 0 {
+            if let Err(error) = self.consumer.commit(&offsets, CommitMode::Sync) {
+                self.metrics.offset_commit_failures.inc();
+                tracing::warn!(%error, "final offset commit failed; those records will be redelivered and ignored as duplicates");
+            }
+        }
+        if let Some(dlq) = &self.dlq {
+            dlq.flush(Duration::from_secs(5));
+        }
+        self.consumer.unsubscribe();
+        tracing::info!("consumer closed");
+        // Destroying a client that failed fatally can wait many seconds on
+        // its broker connections (seen: 10 s after a coordinator moved): its
+        // replacement does not wait for that. The replacement's own destroy
+        // at shutdown was once seen never to end: it gets a bounded wait.
+        // Otherwise the client is destroyed here (a dynamic member leaves
+        // the group then, so its partitions move at once).
+        if fatal || self.settings.replaces_fenced {
+            let Pipeline { consumer, dlq, .. } = self;
+            let (destroyed, done) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                drop((consumer, dlq));
+                let _ = destroyed.send(());
+            });
+            if !fatal && done.recv_timeout(DESTROY_WAIT).is_err() {
+                tracing::warn!(
+                    "the Kafka client did not close within {DESTROY_WAIT:?}; exiting without it"
+                );
+            }
+        }
+    }
+
+    /// Sends an offset commit; its outcome reaches the commit callback,
+    /// and what Kafka does not confirm is sent again.
+    fn commit_async(&self, offsets: &rdkafka::TopicPartitionList) {
+        if let Err(error) = kafka::commit_async(&*self.consumer, offsets) {
+            self.metrics.offset_commit_failures.inc();
+            tracing::warn!(%error, "offset commit not sent; it is sent again");
+        }
+    }
+
+    /// Sends again the offsets Kafka has not confirmed.
+    fn recommit_unconfirmed(&self) {
+        let pending = self.offsets.unconfirmed();
+        if pending.count() > 0 {
+            tracing::debug!(
+                partitions = pending.count(),
+                "sending offsets Kafka has not confirmed again"
+            );
+            self.commit_async(&pending);
+        }
+    }
+
+    /// Lanes for the next round. Concurrent batches overlap their round
+    /// trips, which pays off when the database is at a distance; on the same
+    /// machine or rack a batch is all database work, and concurrent ones
+    /// only wait on each other's locks of the hot stock rows (measured: the
+    /// batch p95 while catching up doubles, the catch-up is no faster).
+    fn lanes(&self) -> usize {
+        let from = self.settings.lanes_from_round_trip;
+        match self.inbox.round_trip() {
+            _ if from.is_zero() => self.settings.lanes,
+            Some(trip) if trip >= from => self.settings.lanes,
+            _ => 1,
+        }
+    }
+}
+
+fn publish_parked(dlq: &Dlq, records: &[InboundRecord], outcome: &BatchOutcome) {
+    if outcome.newly_parked.is_empty() {
+        return;
+    }
+    let by_position: HashMap<(&str, i32, i64), &InboundRecord> = records
+        .iter()
+        .map(|r| ((r.topic.as_str(), r.partition, r.offset), r))
+        .collect();
+    let copies: Vec<_> = outcome
+        .newly_parked
+        .iter()
+        .filter_map(|row| {
+            by_position
+                .get(&(row.topic.as_str(), row.partition, row.offset))
+                .map(|record| (row.clone(), *record))
+        })
+        .collect();
+    dlq.publish(&copies);
+}
