@@ -224,7 +224,9 @@ def missing(by_kind, kind, name, key, where, external):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description="Checks custom resources and references of a kustomize build."
+    )
     parser.add_argument("--crd", action="append", required=True, help="a CRD's YAML file")
     parser.add_argument("--kubernetes-version", action="append", required=True)
     parser.add_argument("build", help="the output of kustomize build")
@@ -232,7 +234,11 @@ def main():
 
     documents = [d for d in yaml.safe_load_all(pathlib.Path(args.build).read_text()) if d]
     errors, checked = schema_errors(documents, crd_schemas(args.crd), args.kubernetes_version)
-    found, external = reference_errors(documents)
+    try:
+        found, external = reference_errors(documents)
+    except (KeyError, TypeError, AttributeError) as error:
+        # A document malformed enough for this (kubernetes-validate names it).
+        found, external = [f"cannot follow the references of a malformed document: {error!r}"], None
     errors += found
     for name in checked:
         print(f"INFO {args.build}: {name} passed against its CRD's schema, strictly")
