@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-network chaos fuzz
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-network | chaos | fuzz | fmt | lint"
+	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -84,6 +84,16 @@ fuzz:
 	  else \
 	    RUSTC_BOOTSTRAP=1 cargo fuzz run decode corpus/decode -- -max_total_time=$(FUZZ_SECONDS); \
 	  fi
+
+# The Kubernetes manifests of deploy/ validated offline with pinned tools
+# (also run by make test, tests/deploy_manifests.rs).
+deploy-check:
+	scripts/deploy-check.sh
+
+# The image of deploy/Containerfile built with the release binary and run
+# against the local services (needs root and podman; not part of make test).
+image-check: build services-up
+	scripts/image-check.sh
 
 fmt:
 	$(CARGO) fmt --all
