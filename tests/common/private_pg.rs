@@ -45,6 +45,17 @@ impl PrivatePostgres {
 
     /// The same, with more lines for its postgresql.conf.
     pub fn start_with(extra_settings: &str) -> PrivatePostgres {
+        PrivatePostgres::start_configured(extra_settings, false)
+    }
+
+    /// The same, accepting TLS connections (`ssl = on`) with a self-signed
+    /// certificate made for it, and refusing any other TCP connection
+    /// (`hostssl` only in pg_hba.conf).
+    pub fn start_tls() -> PrivatePostgres {
+        PrivatePostgres::start_configured("ssl = on\n", true)
+    }
+
+    fn start_configured(extra_settings: &str, tls: bool) -> PrivatePostgres {
         assert!(
             Path::new(BIN_DIR).join("initdb").exists(),
             "PostgreSQL 15 binaries not found in {BIN_DIR}: run `scripts/services.sh up` (it installs them)"
@@ -80,6 +91,9 @@ impl PrivatePostgres {
         let mut text = std::fs::read_to_string(&conf).expect("read postgresql.conf");
         text.push_str(&settings);
         std::fs::write(&conf, text).expect("write postgresql.conf");
+        if tls {
+            server.make_certificate();
+        }
         server.start_again();
         server.run(
             "psql",
@@ -276,6 +290,46 @@ impl PrivatePostgres {
 
     /// Runs a PostgreSQL program as the server user; panics with its output
     /// and the server log when it fails.
+    /// `server.crt` and `server.key` (PostgreSQL's default file names) in
+    /// the data directory, owned by the server user; and only TLS for TCP.
+    fn make_certificate(&self) {
+        let data = self.data_dir();
+        let output = as_server_user(
+            Path::new("/usr/bin/openssl"),
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-keyout",
+                &format!("{data}/server.key"),
+                "-out",
+                &format!("{data}/server.crt"),
+            ],
+        )
+        .output()
+        .expect("run openssl");
+        assert!(
+            output.status.success(),
+            "openssl req failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let hba = Path::new(&data).join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        let text: String = text
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("host"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        std::fs::write(&hba, text + "hostssl all all 127.0.0.1/32 trust\n")
+            .expect("write pg_hba.conf");
+    }
+
     fn run(&self, program: &str, args: &[&str]) {
         let program = Path::new(BIN_DIR).join(program);
         let output = as_server_user(&program, args)
