@@ -866,7 +866,8 @@ cmd_kill_kafka() {
 # (each a fresh name) and that a crash or an interrupted run leaves behind.
 # Hundreds of them make the broker and autovacuum work in the background and
 # every later measurement slower. Only run while no test or run is going on.
-RUN_DATABASES='^(inbox_test|never_migrated|lt|chaos|bench_ceiling)_'
+# _sqlx_test_*: the store's in-process tests (#[sqlx::test]).
+RUN_DATABASES='^((inbox_test|never_migrated|lt|chaos|bench_ceiling)_|_sqlx_test_)'
 RUN_TOPICS='(orders_test|lt|chaos)_.*'
 
 cmd_prune() {

@@ -44,7 +44,11 @@ async fn a_draining_consumer_is_unready_and_still_finishes_its_batch() {
 
     holder.rollback().await.expect("release the row");
     let status = consumer.wait(Duration::from_secs(30)).await;
-    assert!(status.success(), "{status:?}; log:\n{}", consumer.log_text());
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        consumer.log_text()
+    );
     assert_eq!(db.ledger_rows().await, 3, "the batch in hand was applied");
     assert_eq!(
         committed_offsets(&spec.group, &topic, 1)[&0],

@@ -162,3 +162,6 @@ impl Inbox {
             .copied()
     }
 }
+
+#[cfg(test)]
+mod tests;
