@@ -281,3 +281,6 @@ fn publish_parked(dlq: &Dlq, records: &[InboundRecord], outcome: &BatchOutcome) 
         .collect();
     dlq.publish(&copies);
 }
+
+#[cfg(test)]
+mod tests;
