@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::latency::{Quantiles, SpikeOutcome};
-use crate::produce::Timeline;
-use crate::reconcile::Reconciliation;
-use crate::scrape::Buckets;
+use crate::probes::scrape::Buckets;
+use crate::verdict::latency::{Quantiles, SpikeOutcome};
+use crate::verdict::reconcile::Reconciliation;
+use crate::workload::produce::Timeline;
 
 /// The knobs of the run, echoed in the report.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use chrono::{DateTime, Utc};
 
-use crate::latency::{Sample, SpikeOutcome};
+use crate::verdict::latency::{Sample, SpikeOutcome};
 
 /// The end-to-end budget of SPEC §1, in milliseconds.
 pub const SLO_MS: f64 = 45.0;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use uuid::Uuid;
 
-use crate::ledger::{AppliedRow, Snapshot};
+use crate::probes::ledger::{AppliedRow, Snapshot};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciliation {

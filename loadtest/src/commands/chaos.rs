@@ -51,13 +51,13 @@ use clap::{Args, ValueEnum};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::args::{Mix, Target};
-use crate::fleet::{Member, MemberConfig};
-use crate::generate::{Generator, Manifest};
-use crate::ledger::Ledger;
-use crate::produce::{self, Producer};
-use crate::progress::GroupProgress;
-use crate::reconcile::Reconciliation;
+use crate::commands::flags::{Mix, Target};
+use crate::probes::group_progress::GroupProgress;
+use crate::probes::ledger::Ledger;
+use crate::verdict::reconcile::Reconciliation;
+use crate::workload::fleet::{Member, MemberConfig};
+use crate::workload::generate::{Generator, Manifest};
+use crate::workload::produce::{self, Producer};
 
 /// Members of the rebalance storm's group.
 const STORM_MEMBERS: usize = 3;

@@ -15,9 +15,9 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use crate::args::Target;
-use crate::generate::Manifest;
-use crate::reconcile::{reconcile, Reconciliation, Sent};
+use crate::commands::flags::Target;
+use crate::verdict::reconcile::{reconcile, Reconciliation, Sent};
+use crate::workload::generate::Manifest;
 
 /// Stock given to every seeded SKU: nothing the run reserves is ever rejected.
 const SEED_ON_HAND: i64 = 1_000_000_000_000;

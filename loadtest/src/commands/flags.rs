@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::generate::MixConfig;
+use crate::workload::generate::MixConfig;
 
 /// The consumer under test, as the service itself is configured (SPEC §8).
 #[derive(Debug, Args)]

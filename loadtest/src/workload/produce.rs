@@ -28,8 +28,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _};
 use rdkafka::statistics::Statistics;
 
-use crate::generate::{Generator, Manifest, Record};
-use crate::pause::PausedProcess;
+use crate::workload::generate::{Generator, Manifest, Record};
+use crate::workload::pause::PausedProcess;
 
 /// Pacing granularity: 100 sends a second, about 14 events each at 1,400/s.
 const TICK: Duration = Duration::from_millis(10);
