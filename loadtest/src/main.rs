@@ -16,15 +16,15 @@
 //!   -> output   (the JSON reports, the terminal summary, the picture)
 //! ```
 //!
-//! One `run` goes: seed and snapshot the database ([`probes::ledger`]) ->
+//! One `run` goes: seed and snapshot the database ([`probes::database`]) ->
 //! send the mix ([`workload::generate`], pure) paced or as a prefill, with
 //! the lag spike ([`workload::produce`], [`workload::pause`]) -> wait until
-//! the consumer drained -> compare what was sent with what the database
-//! shows ([`verdict::reconcile`], pure) -> latency from the ledger rows
-//! ([`verdict::latency`], pure) and batch durations from the consumer's
-//! `/metrics` ([`probes::scrape`]) -> the JSON report and summary
-//! ([`output::report`]) and the picture ([`output::svg`]). The whole
-//! sequence is [`commands::run`]; `chaos` ([`commands::chaos`]) and
+//! the consumer drained and compare what was sent with what the database
+//! shows ([`commands::settle`], [`verdict::reconcile`], pure) -> latency
+//! from the ledger rows ([`verdict::latency`], pure) and batch durations
+//! from the consumer's `/metrics` ([`probes::scrape`]) -> the JSON report
+//! and summary ([`output::report`]) and the picture ([`output::svg`]). The
+//! whole sequence is [`commands::run`]; `chaos` ([`commands::chaos`]) and
 //! `db-ceiling` ([`commands::db_ceiling`]) reuse its parts.
 
 mod commands;

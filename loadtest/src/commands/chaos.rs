@@ -52,8 +52,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::commands::flags::{Mix, Target};
+use crate::commands::settle::settle;
+use crate::probes::database::Database;
 use crate::probes::group_progress::GroupProgress;
-use crate::probes::ledger::Ledger;
 use crate::verdict::reconcile::Reconciliation;
 use crate::workload::fleet::{Member, MemberConfig};
 use crate::workload::generate::{Generator, Manifest};
@@ -330,7 +331,7 @@ impl Outcome {
 /// What every scenario shares.
 struct Run<'a> {
     args: &'a ChaosArgs,
-    ledger: Ledger,
+    database: Database,
     skus: Vec<String>,
     generator: Generator,
     rng: StdRng,
@@ -342,12 +343,12 @@ pub async fn chaos(args: ChaosArgs) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let mix = args.mix.config();
     let skus = mix.sku_names();
-    let ledger = Ledger::of_target(&args.target, 0.0).await?;
-    ledger.seed(&skus).await?;
+    let database = args.target.database(0.0).await?;
+    database.seed(&skus).await?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut run = Run {
         args: &args,
-        ledger,
+        database,
         skus,
         generator: Generator::new(mix, StdRng::seed_from_u64(seed), tag.clone()),
         rng: StdRng::seed_from_u64(seed ^ 0x5eed),
@@ -437,7 +438,7 @@ impl Run<'_> {
             }
         }
 
-        let before = self.ledger.snapshot(&self.skus).await?;
+        let before = self.database.snapshot(&self.skus).await?;
         let producer =
             Producer::connect(&self.args.target.bootstrap_servers, &self.args.target.topic).await?;
         let mut manifest = Manifest::default();
@@ -472,10 +473,14 @@ impl Run<'_> {
                 bail!("{crash}");
             }
         }
-        let settled = self
-            .ledger
-            .settle(&manifest, &before, &self.skus, Duration::from_secs(30))
-            .await?;
+        let settled = settle(
+            &self.database,
+            &manifest,
+            &before,
+            &self.skus,
+            Duration::from_secs(30),
+        )
+        .await?;
         for member in &mut members {
             member.stop().await?;
         }

@@ -16,7 +16,7 @@ use inventory_inbox::store::{self, Inbox};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::probes::ledger::Ledger;
+use crate::probes::database::Database;
 use crate::workload::generate::{Generator, MixConfig, Planned};
 
 #[derive(Debug, Args)]
@@ -103,8 +103,8 @@ async fn measure(
         ..mix
     };
     let today = Utc::now().date_naive();
-    let ledger = Ledger::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
-    ledger.seed(&mix.sku_names()).await?;
+    let database = Database::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
+    database.seed(&mix.sku_names()).await?;
     let mut generator = Generator::new(
         mix,
         StdRng::from_entropy(),

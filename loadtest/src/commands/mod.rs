@@ -6,3 +6,4 @@ pub mod chaos;
 pub mod db_ceiling;
 pub mod flags;
 pub mod run;
+pub mod settle;

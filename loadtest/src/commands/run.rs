@@ -24,9 +24,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::commands::flags::{Mix, Target};
+use crate::commands::settle::{settle, Settled};
 use crate::output::report::{Findings, Settings};
 use crate::output::svg;
-use crate::probes::ledger::{Ledger, Settled};
 use crate::probes::scrape;
 use crate::verdict::latency::{self, quantiles, Sample, Timeline as LatencyTimeline};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
@@ -196,9 +196,12 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     let scenario = args.scenario();
     let mix = args.mix();
     let skus = mix.sku_names();
-    let ledger = Ledger::of_target(&args.target, args.duration + args.drain_timeout).await?;
-    ledger.seed(&skus).await?;
-    let before = ledger.snapshot(&skus).await?;
+    let database = args
+        .target
+        .database(args.duration + args.drain_timeout)
+        .await?;
+    database.seed(&skus).await?;
+    let before = database.snapshot(&skus).await?;
 
     let metrics_before = match scrape::batch_durations(&args.metrics_url).await {
         Ok(buckets) => Some((Utc::now(), buckets)),
@@ -265,14 +268,14 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         drained,
         applied,
         reconciliation,
-    } = ledger
-        .settle(
-            &manifest,
-            &before,
-            &skus,
-            Duration::from_secs_f64(args.drain_timeout),
-        )
-        .await?;
+    } = settle(
+        &database,
+        &manifest,
+        &before,
+        &skus,
+        Duration::from_secs_f64(args.drain_timeout),
+    )
+    .await?;
     let samples_of_metrics = sampler.finish();
     let metrics_after = scrape::batch_durations(&args.metrics_url).await.ok();
 
