@@ -28,7 +28,7 @@ use crate::commands::settle::{settle, Settled};
 use crate::output::report::{Findings, Settings};
 use crate::output::svg;
 use crate::probes::scrape;
-use crate::verdict::latency::{self, quantiles, Sample, Timeline as LatencyTimeline};
+use crate::verdict::latency::{self, quantiles, seconds_between, Latencies, Sample};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
 use crate::workload::pause;
 use crate::workload::produce::{self, Producer, SpikePlan, Timeline};
@@ -250,7 +250,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     eprintln!(
         "produced {} records in {:.1} s",
         manifest.events_sent(),
-        seconds(timeline.started_at, Utc::now())
+        seconds_between(timeline.started_at, Utc::now())
     );
     if args.no_wait {
         println!(
@@ -284,7 +284,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         .iter()
         .map(|e| (e.message_id, e.sent_at))
         .collect();
-    let latencies = LatencyTimeline::new(
+    let latencies = Latencies::new(
         applied
             .iter()
             .filter_map(|row| {
@@ -376,17 +376,13 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     Ok(reconciliation.ok)
 }
 
-fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
-    (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
-}
-
 /// Unique events applied per second. Paced: over first send -> last ledger
 /// row (it can only match the rate). Prefill: over the first -> last ledger
 /// row, the consumer's own speed whenever it was started.
 fn throughput(
     args: &RunArgs,
     timeline: &Timeline,
-    latencies: &LatencyTimeline,
+    latencies: &Latencies,
 ) -> (Option<f64>, &'static str) {
     let samples = latencies.samples();
     let last = samples.iter().map(|s| s.processed_at).max();
@@ -402,7 +398,7 @@ fn throughput(
         )
     };
     let rate = first.zip(last).and_then(|(first, last)| {
-        let span = seconds(first, last);
+        let span = seconds_between(first, last);
         (span > 0.0).then(|| samples.len() as f64 / span)
     });
     (rate, definition)

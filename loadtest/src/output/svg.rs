@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use chrono::{DateTime, Utc};
 
-use crate::verdict::latency::{Sample, SpikeOutcome};
+use crate::verdict::latency::{seconds_between, Sample, SpikeOutcome};
 
 /// The end-to-end budget of SPEC §1, in milliseconds.
 pub const SLO_MS: f64 = 45.0;
@@ -117,10 +117,6 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-fn seconds_since(start: DateTime<Utc>, t: DateTime<Utc>) -> f64 {
-    (t - start).num_microseconds().unwrap_or(0) as f64 / 1e6
-}
-
 /// The value at quantile `q` of sorted values.
 fn at_quantile(sorted: &[f64], q: f64) -> f64 {
     let index = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
@@ -177,11 +173,11 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
     let span = picture
         .samples
         .iter()
-        .map(|s| seconds_since(picture.started_at, s.sent_at))
+        .map(|s| seconds_between(picture.started_at, s.sent_at))
         .chain(
             picture
                 .spike
-                .map(|s| seconds_since(picture.started_at, s.caught_up_at)),
+                .map(|s| seconds_between(picture.started_at, s.caught_up_at)),
         )
         .fold(1.0, f64::max);
     let x = |seconds: f64| LEFT + (seconds / span).clamp(0.0, 1.0) * (RIGHT - LEFT);
@@ -194,7 +190,7 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
 
     // Shaded phases first, so the curves are drawn over them.
     if let Some(until) = picture.warmup_until {
-        let x1 = x(seconds_since(picture.started_at, until));
+        let x1 = x(seconds_between(picture.started_at, until));
         let _ = writeln!(
             out,
             r##"<rect x="{LEFT}" y="{TIME_TOP}" width="{:.1}" height="{}" fill="#9ecae1" fill-opacity="0.3"/><text x="{:.1}" y="{}" text-anchor="middle" fill="#31688e">warm-up</text>"##,
@@ -206,8 +202,8 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
     }
     if let Some((began, ended, label)) = picture.pause {
         let (x0, x1) = (
-            x(seconds_since(picture.started_at, began)),
-            x(seconds_since(picture.started_at, ended)),
+            x(seconds_between(picture.started_at, began)),
+            x(seconds_between(picture.started_at, ended)),
         );
         let _ = writeln!(
             out,
@@ -223,7 +219,7 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
             escape(label)
         );
         if let Some(spike) = picture.spike {
-            let x2 = x(seconds_since(picture.started_at, spike.caught_up_at));
+            let x2 = x(seconds_between(picture.started_at, spike.caught_up_at));
             let _ = writeln!(
                 out,
                 r##"<rect x="{x1:.1}" y="{TIME_TOP}" width="{:.1}" height="{}" fill="#ffd700" fill-opacity="0.3"/>"##,
@@ -240,7 +236,7 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
                 out,
                 r##"<text x="{label_x:.1}" y="{}" text-anchor="{anchor}" fill="#7a6000">catch-up {:.2} s</text>"##,
                 TIME_TOP + 30.0,
-                seconds_since(ended, spike.caught_up_at)
+                seconds_between(ended, spike.caught_up_at)
             );
         }
     }
@@ -283,7 +279,7 @@ fn latency_over_time(out: &mut String, picture: &Picture<'_>, low: f64, high: f6
 
     let mut bins: Vec<Vec<f64>> = vec![Vec::new(); TIME_BINS];
     for sample in picture.samples {
-        let seconds = seconds_since(picture.started_at, sample.sent_at);
+        let seconds = seconds_between(picture.started_at, sample.sent_at);
         let bin = ((seconds / span * TIME_BINS as f64) as usize).min(TIME_BINS - 1);
         bins[bin].push(latency_ms(sample));
     }

@@ -25,6 +25,12 @@ pub const SETTLE: Duration = Duration::milliseconds(100);
 /// Bound of the fixed-point search (each step is at least `SETTLE` long).
 const MAX_SETTLE_STEPS: usize = 10_000;
 
+/// Seconds from `from` to `to` (negative when `to` is earlier), to the
+/// microsecond.
+pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
+}
+
 /// One applied event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
@@ -49,15 +55,17 @@ pub struct SpikeOutcome {
     pub window_end: DateTime<Utc>,
 }
 
-/// Samples sorted by send time, with the latest `processed_at` so far, to
-/// answer "when was everything sent before `t` applied?".
-pub struct Timeline {
+/// Every applied event's latency, sorted by send time, with the latest
+/// `processed_at` so far, to answer "when was everything sent before `t`
+/// applied?". (The run's own moments, when it started and when the spike
+/// was injected, are [`crate::workload::produce::Timeline`].)
+pub struct Latencies {
     samples: Vec<Sample>,
     applied_by: Vec<DateTime<Utc>>,
 }
 
-impl Timeline {
-    pub fn new(mut samples: Vec<Sample>) -> Timeline {
+impl Latencies {
+    pub fn new(mut samples: Vec<Sample>) -> Latencies {
         samples.sort_by_key(|s| s.sent_at);
         let applied_by = samples
             .iter()
@@ -67,7 +75,7 @@ impl Timeline {
                 Some(next)
             })
             .collect();
-        Timeline {
+        Latencies {
             samples,
             applied_by,
         }
@@ -227,8 +235,8 @@ mod tests {
 
     #[test]
     fn catch_up_is_when_everything_sent_before_the_pause_end_is_applied() {
-        let timeline = Timeline::new(paused_run());
-        let spike = timeline.spike(at(5_000), at(10_000));
+        let latencies = Latencies::new(paused_run());
+        let spike = latencies.spike(at(5_000), at(10_000));
         // The last backlog event (sent 9,990) is applied at 10,049.
         assert_eq!(spike.caught_up_at, at(10_049));
         assert!(spike.window_end >= spike.caught_up_at);
@@ -237,9 +245,9 @@ mod tests {
 
     #[test]
     fn steady_samples_exclude_the_spike() {
-        let timeline = Timeline::new(paused_run());
-        let spike = timeline.spike(at(5_000), at(10_000));
-        let phases = timeline.split(Some(&spike), at(0));
+        let latencies = Latencies::new(paused_run());
+        let spike = latencies.spike(at(5_000), at(10_000));
+        let phases = latencies.split(Some(&spike), at(0));
         assert_eq!(phases.steady.len() + phases.spiked.len(), 2_000);
         assert!(phases.spiked.len() >= 500);
         let steady = quantiles(&phases.steady).unwrap();
@@ -256,32 +264,32 @@ mod tests {
             sent_at: at(4_998),
             processed_at: at(10_001),
         });
-        let timeline = Timeline::new(samples);
-        let spike = timeline.spike(at(5_000), at(10_000));
+        let latencies = Latencies::new(samples);
+        let spike = latencies.spike(at(5_000), at(10_000));
         assert_eq!(spike.began_at, at(4_998));
-        let phases = timeline.split(Some(&spike), at(0));
+        let phases = latencies.split(Some(&spike), at(0));
         assert!(quantiles(&phases.steady).unwrap().max <= 6.0);
     }
 
     #[test]
     fn without_a_spike_every_sample_is_steady() {
-        let timeline = Timeline::new(vec![sample(0, 3), sample(10, 4)]);
-        let phases = timeline.split(None, at(0));
+        let latencies = Latencies::new(vec![sample(0, 3), sample(10, 4)]);
+        let phases = latencies.split(None, at(0));
         assert_eq!((phases.steady.len(), phases.spiked.len()), (2, 0));
     }
 
     #[test]
     fn warmup_events_are_apart_from_the_steady_state() {
-        let timeline = Timeline::new(vec![sample(0, 900), sample(500, 400), sample(1_500, 4)]);
-        let phases = timeline.split(None, at(1_000));
+        let latencies = Latencies::new(vec![sample(0, 900), sample(500, 400), sample(1_500, 4)]);
+        let phases = latencies.split(None, at(1_000));
         assert_eq!(phases.warmup.len(), 2);
         assert_eq!(phases.steady, vec![sample(1_500, 4)]);
     }
 
     #[test]
     fn a_spike_with_nothing_queued_is_caught_up_at_once() {
-        let timeline = Timeline::new(vec![sample(0, 3), sample(100, 3)]);
-        let spike = timeline.spike(at(50), at(60));
+        let latencies = Latencies::new(vec![sample(0, 3), sample(100, 3)]);
+        let spike = latencies.spike(at(50), at(60));
         assert_eq!(spike.caught_up_at, at(60));
     }
 

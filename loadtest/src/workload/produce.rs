@@ -245,7 +245,8 @@ pub struct SpikePlan {
     pub backlog: u64,
 }
 
-/// When things happened, in wall-clock time (comparable with the database's
+/// The run's timeline: when production started and ended and when the spike
+/// was injected, in wall-clock time (comparable with the database's
 /// `processed_at` on the same machine).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timeline {
