@@ -18,13 +18,17 @@
 //!
 //! One `run` goes: seed and snapshot the database ([`probes::database`]) ->
 //! send the mix ([`workload::generate`], pure) paced or as a prefill, with
-//! the lag spike ([`workload::produce`], [`workload::pause`]) -> wait until
-//! the consumer drained and compare what was sent with what the database
-//! shows ([`commands::settle`], [`verdict::reconcile`], pure) -> latency
-//! from the ledger rows ([`verdict::latency`], pure) and batch durations
-//! from the consumer's `/metrics` ([`probes::scrape`]) -> the JSON report
-//! and summary ([`output::report`]) and the picture ([`output::svg`]). The
-//! whole sequence is [`commands::run`]; `chaos` ([`commands::chaos`]) and
+//! the lag spike ([`workload::produce`], [`workload::pause`]) over the
+//! producer ([`workload::kafka`]) -> wait until the consumer drained and
+//! compare what was sent with what the database shows
+//! ([`commands::settle`], [`verdict::reconcile`], pure) -> latency from the
+//! ledger rows ([`verdict::latency`], pure) and batch durations from the
+//! consumer's `/metrics` ([`probes::scrape`], [`verdict::histogram`]) -> the
+//! JSON report and summary ([`output::report`]) and the picture
+//! ([`output::svg`]). The whole sequence is [`commands::run`]; `chaos`
+//! ([`commands::chaos`], its faults in [`commands::chaos::inject`], its
+//! consumers in [`workload::fleet`], its recovery read from
+//! [`probes::group_progress`], its table in [`output::chaos_report`]) and
 //! `db-ceiling` ([`commands::db_ceiling`]) reuse its parts.
 
 mod commands;

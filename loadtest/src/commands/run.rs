@@ -25,13 +25,16 @@ use rand::SeedableRng;
 
 use crate::commands::flags::{Mix, Target};
 use crate::commands::settle::{settle, Settled};
+use crate::output;
 use crate::output::report::{Findings, Settings};
 use crate::output::svg;
 use crate::probes::scrape;
+use crate::verdict::histogram;
 use crate::verdict::latency::{self, quantiles, seconds_between, Latencies, Sample};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
+use crate::workload::kafka::Producer;
 use crate::workload::pause;
-use crate::workload::produce::{self, Producer, SpikePlan, Timeline};
+use crate::workload::produce::{self, SpikePlan, Timeline};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -309,7 +312,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         .zip(metrics_after.as_ref())
         .map(|((_, before), after)| after.since(before));
     let spike_batch_durations = spike.as_ref().and_then(|outcome| {
-        scrape::between(&samples_of_metrics, outcome.began_at, outcome.window_end)
+        histogram::between(&samples_of_metrics, outcome.began_at, outcome.window_end)
     });
 
     let settings = args.settings();
@@ -338,13 +341,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     };
 
     if let (Some(report_path), Some(picture_path)) = (&args.report, &picture_path) {
-        if let Some(parent) = report_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        let json = serde_json::to_string_pretty(&findings.to_json())?;
-        std::fs::write(report_path, json + "\n")
-            .with_context(|| format!("writing {}", report_path.display()))?;
+        output::write_json(report_path, &findings.to_json())?;
         let pause_label = if args.pause_consumer.is_some() {
             "consumer paused"
         } else {

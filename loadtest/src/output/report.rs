@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::probes::scrape::Buckets;
+use crate::verdict::histogram::Buckets;
 use crate::verdict::latency::{seconds_between, Quantiles, SpikeOutcome};
 use crate::verdict::reconcile::Reconciliation;
 use crate::workload::produce::Timeline;

@@ -4,5 +4,6 @@
 
 pub mod fleet;
 pub mod generate;
+pub mod kafka;
 pub mod pause;
 pub mod produce;
