@@ -25,7 +25,7 @@
 //! ledger rows ([`verdict::latency`], pure) and batch durations from the
 //! consumer's `/metrics` ([`probes::scrape`], [`verdict::histogram`]) -> the
 //! JSON report and summary ([`output::report`]) and the picture
-//! ([`output::svg`]). The whole sequence is [`commands::run`]; `chaos`
+//! ([`output::chart`]). The whole sequence is [`commands::run`]; `chaos`
 //! ([`commands::chaos`], its faults in [`commands::chaos::inject`], its
 //! consumers in [`workload::fleet`], its recovery read from
 //! [`probes::group_progress`], its table in [`output::chaos_report`]) and

@@ -26,8 +26,8 @@ use rand::SeedableRng;
 use crate::commands::flags::{Mix, Target};
 use crate::commands::settle::{settle, Settled};
 use crate::output;
+use crate::output::chart;
 use crate::output::report::{Findings, Settings};
-use crate::output::svg;
 use crate::probes::scrape;
 use crate::verdict::histogram;
 use crate::verdict::latency::{self, quantiles, seconds_between, Latencies, Sample};
@@ -347,7 +347,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         } else {
             "backlog burst"
         };
-        let picture = svg::render(&svg::Picture {
+        let picture = chart::render(&chart::Picture {
             title: picture_title(&scenario, &args, &findings),
             started_at: timeline.started_at,
             samples: latencies.samples(),
@@ -358,7 +358,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
             warmup_until: (args.warmup > 0.0).then_some(warmup_until),
             steady: &phases.steady,
             spiked: &phases.spiked,
-        });
+        })?;
         std::fs::write(picture_path, picture)
             .with_context(|| format!("writing {}", picture_path.display()))?;
     }

@@ -3,8 +3,8 @@
 //! table and JSON report.
 
 pub mod chaos_report;
+pub mod chart;
 pub mod report;
-pub mod svg;
 
 use std::path::Path;
 
