@@ -9,7 +9,6 @@
 //! `plotters` draws the axes, grids, curves and shading. Legends are rows
 //! outside the plots, so that no curve is ever hidden behind one.
 
-use std::iter;
 use std::ops::Range;
 
 use anyhow::{Context, Result};
@@ -23,7 +22,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::verdict::latency::{seconds_between, Sample, SpikeOutcome};
 
 /// The end-to-end budget of SPEC §1, in milliseconds.
-pub const SLO_MS: f64 = 45.0;
+const SLO_MS: f64 = 45.0;
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 860;
@@ -147,6 +146,10 @@ fn font(px: f64) -> FontDesc<'static> {
 
 fn text(px: f64, colour: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
     font(px).color(&colour).pos(Pos::new(h, v))
+}
+
+fn slo_label() -> String {
+    format!("SLO {SLO_MS} ms")
 }
 
 fn latency_ms(sample: &Sample) -> f64 {
@@ -275,47 +278,48 @@ fn latency_over_time(area: &Area<'_>, picture: &Picture<'_>, low: f64, high: f64
     if let Some(until) = picture.warmup_until {
         let end = since_start(until);
         chart.draw_series([band(0.0, end, WARMUP_COLOUR, 0.3)])?;
-        chart.draw_series(iter::once(
-            EmptyElement::at((end / 2.0, low))
-                + Text::new(
-                    "warm-up",
-                    (0, -8),
-                    text(12.0, WARMUP_TEXT, HPos::Center, VPos::Bottom),
-                ),
-        ))?;
+        annotate(
+            &chart,
+            (end / 2.0, low),
+            (0, -8),
+            "warm-up",
+            WARMUP_TEXT,
+            (HPos::Center, VPos::Bottom),
+        )?;
     }
     if let Some((began, ended, label)) = picture.pause {
         let (from, to) = (since_start(began), since_start(ended));
         chart.draw_series([band(from, to, PAUSE_COLOUR, 0.25)])?;
-        chart.draw_series(iter::once(
-            EmptyElement::at(((from + to) / 2.0, high))
-                + Text::new(
-                    label.to_owned(),
-                    (0, 4),
-                    text(12.0, PAUSE_TEXT, HPos::Center, VPos::Top),
-                ),
-        ))?;
+        annotate(
+            &chart,
+            ((from + to) / 2.0, high),
+            (0, 4),
+            label,
+            PAUSE_TEXT,
+            (HPos::Center, VPos::Top),
+        )?;
         if let Some(spike) = picture.spike {
             let caught_up = since_start(spike.caught_up_at);
             chart.draw_series([band(to, caught_up, CATCH_UP_COLOUR, 0.3)])?;
             // Beside the band, or inside it when the band reaches the edge.
             let right_edge = chart.plotting_area().get_pixel_range().0.end;
-            let (dx, anchor) = if chart.backend_coord(&(caught_up, high)).0 + 110 > right_edge {
+            let (dx, h_pos) = if chart.backend_coord(&(caught_up, high)).0 + 110 > right_edge {
                 (-4, HPos::Right)
             } else {
                 (4, HPos::Left)
             };
-            chart.draw_series(iter::once(
-                EmptyElement::at((caught_up, high))
-                    + Text::new(
-                        format!(
-                            "catch-up {:.2} s",
-                            seconds_between(ended, spike.caught_up_at)
-                        ),
-                        (dx, 20),
-                        text(12.0, CATCH_UP_TEXT, anchor, VPos::Top),
-                    ),
-            ))?;
+            let label = format!(
+                "catch-up {:.2} s",
+                seconds_between(ended, spike.caught_up_at)
+            );
+            annotate(
+                &chart,
+                (caught_up, high),
+                (dx, 20),
+                &label,
+                CATCH_UP_TEXT,
+                (h_pos, VPos::Top),
+            )?;
         }
     }
 
@@ -339,14 +343,14 @@ fn latency_over_time(area: &Area<'_>, picture: &Picture<'_>, low: f64, high: f64
         4,
         SLO_COLOUR.stroke_width(2),
     ))?;
-    chart.draw_series(iter::once(
-        EmptyElement::at((span, SLO_MS))
-            + Text::new(
-                format!("SLO {SLO_MS} ms"),
-                (4, 0),
-                text(12.0, SLO_COLOUR, HPos::Left, VPos::Center),
-            ),
-    ))?;
+    annotate(
+        &chart,
+        (span, SLO_MS),
+        (4, 0),
+        &slo_label(),
+        SLO_COLOUR,
+        (HPos::Left, VPos::Center),
+    )?;
     frame(&chart)?;
     Ok(())
 }
@@ -405,16 +409,33 @@ fn distribution(area: &Area<'_>, picture: &Picture<'_>, low: f64, high: f64) -> 
         4,
         SLO_COLOUR.stroke_width(2),
     ))?;
-    chart.draw_series(iter::once(
-        EmptyElement::at((SLO_MS, 0.0))
-            + Text::new(
-                format!("SLO {SLO_MS} ms"),
-                (4, -8),
-                text(12.0, SLO_COLOUR, HPos::Left, VPos::Bottom),
-            ),
-    ))?;
+    annotate(
+        &chart,
+        (SLO_MS, 0.0),
+        (4, -8),
+        &slo_label(),
+        SLO_COLOUR,
+        (HPos::Left, VPos::Bottom),
+    )?;
     frame(&chart)?;
     legend(&legend_row, Y_LABELS as i32, &entries)
+}
+
+/// `label` in 12 px text at `at` on the plot, `offset` pixels away, the
+/// text's `anchor` there.
+fn annotate<CT: CoordTranslate>(
+    chart: &ChartContext<'_, SVGBackend<'_>, CT>,
+    at: CT::From,
+    offset: (i32, i32),
+    label: &str,
+    colour: RGBColor,
+    anchor: (HPos, VPos),
+) -> Result<()> {
+    let style = text(12.0, colour, anchor.0, anchor.1);
+    chart
+        .plotting_area()
+        .draw(&(EmptyElement::at(at) + Text::new(label.to_owned(), offset, style)))?;
+    Ok(())
 }
 
 /// A plot's caption, bold, on its header line and aligned with the plot.
