@@ -13,12 +13,11 @@
 //! continued once every record is acknowledged: a self-contained
 //! max-throughput run whose `catch_up_seconds` is the time to drain it.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -30,7 +29,7 @@ use crate::output::chart;
 use crate::output::report::{Findings, Settings};
 use crate::probes::scrape;
 use crate::verdict::histogram;
-use crate::verdict::latency::{self, quantiles, seconds_between, Latencies, Sample};
+use crate::verdict::latency::{self, quantiles, seconds_between, Latencies};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
 use crate::workload::kafka::Producer;
 use crate::workload::pause;
@@ -282,29 +281,13 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     let samples_of_metrics = sampler.finish();
     let metrics_after = scrape::batch_durations(&args.metrics_url).await.ok();
 
-    let sent_at: HashMap<uuid::Uuid, DateTime<Utc>> = manifest
-        .fresh
-        .iter()
-        .map(|e| (e.message_id, e.sent_at))
-        .collect();
-    let latencies = Latencies::new(
-        applied
-            .iter()
-            .filter_map(|row| {
-                sent_at.get(&row.message_id).map(|&sent_at| Sample {
-                    sent_at,
-                    processed_at: row.processed_at,
-                })
-            })
-            .collect(),
-    );
+    let latencies = Latencies::new(latency::samples(&manifest.send_times(), &applied));
     let spike = timeline
         .spike
         .map(|times| latencies.spike(times.began_at, times.ended_at));
     let warmup_until =
         timeline.started_at + chrono::Duration::microseconds((args.warmup * 1e6) as i64);
     let phases = latencies.split(spike.as_ref(), warmup_until);
-    let last_applied_at = latencies.samples().iter().map(|s| s.processed_at).max();
     let (throughput_eps, throughput_definition) = throughput(&args, &timeline, &latencies);
 
     let batch_durations = metrics_before
@@ -329,7 +312,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         throughput_eps,
         throughput_definition,
         produce_ack: latency::Quantiles::of(&acknowledgements.latency),
-        last_applied_at,
+        last_applied_at: latencies.last_applied_at(),
         steady: quantiles(&phases.steady),
         spiked: quantiles(&phases.spiked),
         warmup: (args.warmup > 0.0).then(|| quantiles(&phases.warmup)),
@@ -373,32 +356,26 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     Ok(reconciliation.ok)
 }
 
-/// Unique events applied per second. Paced: over first send -> last ledger
-/// row (it can only match the rate). Prefill: over the first -> last ledger
-/// row, the consumer's own speed whenever it was started.
+/// Unique events applied per second, and how it was measured. Paced: over
+/// first send -> last ledger row (it can only match the rate). Prefill: over
+/// the first -> last ledger row, the consumer's own speed whenever it was
+/// started.
 fn throughput(
     args: &RunArgs,
     timeline: &Timeline,
     latencies: &Latencies,
 ) -> (Option<f64>, &'static str) {
-    let samples = latencies.samples();
-    let last = samples.iter().map(|s| s.processed_at).max();
-    let (first, definition) = if args.prefill.is_some() {
+    if args.prefill.is_some() {
         (
-            samples.iter().map(|s| s.processed_at).min(),
+            latencies.applied_per_second(None),
             "unique events applied / (last ledger row - first ledger row)",
         )
     } else {
         (
-            Some(timeline.started_at),
+            latencies.applied_per_second(Some(timeline.started_at)),
             "unique events applied / (last ledger row - first send)",
         )
-    };
-    let rate = first.zip(last).and_then(|(first, last)| {
-        let span = seconds_between(first, last);
-        (span > 0.0).then(|| samples.len() as f64 / span)
-    });
-    (rate, definition)
+    }
 }
 
 fn picture_title(scenario: &str, args: &RunArgs, findings: &Findings<'_>) -> String {

@@ -16,8 +16,13 @@
 //! sent during an optional warm-up at the start (a new topic's first
 //! appends and a cold consumer can take a second), reported apart.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, Utc};
 use hdrhistogram::Histogram;
+use uuid::Uuid;
+
+use crate::verdict::reconcile::AppliedRow;
 
 /// When the queue counts as drained: a backlog the consumer clears within
 /// this time is normal pipelining, not a spike.
@@ -42,6 +47,21 @@ impl Sample {
     pub fn latency(&self) -> Duration {
         self.processed_at - self.sent_at
     }
+}
+
+/// The latency of every ledger row of an event that was sent, `sent_at`
+/// holding each event's send instant by id; rows of other events are left
+/// out.
+pub fn samples(sent_at: &HashMap<Uuid, DateTime<Utc>>, applied: &[AppliedRow]) -> Vec<Sample> {
+    applied
+        .iter()
+        .filter_map(|row| {
+            sent_at.get(&row.message_id).map(|&sent_at| Sample {
+                sent_at,
+                processed_at: row.processed_at,
+            })
+        })
+        .collect()
 }
 
 /// When the spike's effects were over.
@@ -83,6 +103,19 @@ impl Latencies {
 
     pub fn samples(&self) -> &[Sample] {
         &self.samples
+    }
+
+    /// When the last event was applied.
+    pub fn last_applied_at(&self) -> Option<DateTime<Utc>> {
+        self.applied_by.last().copied()
+    }
+
+    /// Events applied per second, from `from` (the first ledger row when
+    /// `None`) to the last ledger row; `None` without a span to divide by.
+    pub fn applied_per_second(&self, from: Option<DateTime<Utc>>) -> Option<f64> {
+        let first = from.or_else(|| self.samples.iter().map(|s| s.processed_at).min())?;
+        let span = seconds_between(first, self.last_applied_at()?);
+        (span > 0.0).then(|| self.samples.len() as f64 / span)
     }
 
     /// When the last of the events sent before `t` was applied.
@@ -291,6 +324,47 @@ mod tests {
         let latencies = Latencies::new(vec![sample(0, 3), sample(100, 3)]);
         let spike = latencies.spike(at(50), at(60));
         assert_eq!(spike.caught_up_at, at(60));
+    }
+
+    #[test]
+    fn samples_pair_ledger_rows_with_their_send_instant() {
+        let sent_at = HashMap::from([(Uuid::from_u128(1), at(0)), (Uuid::from_u128(2), at(10))]);
+        let row = |id: u128, applied: i64| AppliedRow {
+            message_id: Uuid::from_u128(id),
+            processed_at: at(applied),
+        };
+        // Id 3 is not an event of this run; id 2 was not applied.
+        let samples = samples(&sent_at, &[row(1, 7), row(3, 9)]);
+        assert_eq!(samples, vec![sample(0, 7)]);
+    }
+
+    #[test]
+    fn throughput_is_over_the_span_to_the_last_ledger_row() {
+        let latencies = Latencies::new(vec![
+            sample(0, 500),
+            sample(1_000, 500),
+            sample(1_500, 1_000),
+        ]);
+        assert_eq!(latencies.last_applied_at(), Some(at(2_500)));
+        // From the first ledger row (500 ms): 3 events in 2 s.
+        assert_eq!(latencies.applied_per_second(None), Some(1.5));
+        // From the first send: 3 events in 2.5 s.
+        assert_eq!(latencies.applied_per_second(Some(at(0))), Some(1.2));
+        assert_eq!(
+            Latencies::new(vec![sample(0, 5)]).applied_per_second(None),
+            None
+        );
+        assert_eq!(
+            Latencies::new(Vec::new()).applied_per_second(Some(at(0))),
+            None
+        );
+    }
+
+    #[test]
+    fn seconds_between_is_signed_and_to_the_microsecond() {
+        let later = at(1_500) + Duration::microseconds(1);
+        assert_eq!(seconds_between(at(0), later), 1.500_001);
+        assert_eq!(seconds_between(later, at(0)), -1.500_001);
     }
 
     #[test]

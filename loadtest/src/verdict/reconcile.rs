@@ -230,6 +230,31 @@ mod tests {
     }
 
     #[test]
+    fn a_second_ledger_row_of_one_event_is_a_doubled_event() {
+        let after = snapshot(
+            &[("A", 15), ("B", 2), ("C", 7)],
+            104,
+            &[("unknown_sku", 5), ("malformed_json", 1)],
+        );
+        let result = Case::new().run(&after, &[row(1), row(2), row(3), row(2)]);
+        assert!(!result.ok);
+        assert_eq!(result.doubled_events, 1);
+        assert_eq!(result.lost_events, 0);
+    }
+
+    #[test]
+    fn ledger_rows_of_events_not_sent_are_not_counted() {
+        let after = snapshot(
+            &[("A", 15), ("B", 2), ("C", 7)],
+            103,
+            &[("unknown_sku", 5), ("malformed_json", 1)],
+        );
+        let result = Case::new().run(&after, &[row(1), row(2), row(3), row(9), row(9)]);
+        assert!(result.ok, "{result:?}");
+        assert_eq!(result.doubled_events, 0);
+    }
+
+    #[test]
     fn a_parking_reason_difference_is_reported_but_not_failed() {
         let after = snapshot(
             &[("A", 15), ("B", 2), ("C", 7)],
