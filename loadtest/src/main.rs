@@ -4,17 +4,23 @@
 //!
 //! # Layout
 //!
-//! The modules are grouped by their role, and data flows one way:
+//! The modules are grouped by their role:
 //!
 //! ```text
-//! commands (what each subcommand does, in order)
-//!   -> workload (what is done to the consumer: the mix, sent to Kafka,
-//!                paced, with its lag spike; the chaos run's consumers)
-//!   -> probes   (I/O that reads the world: the database, /metrics,
-//!                the group's committed offsets)
-//!   -> verdict  (pure: reconciliation, latency, histogram quantiles)
-//!   -> output   (the JSON reports, the terminal summary, the picture)
+//! commands  what each subcommand does, in order; the only layer that puts
+//!           the others together
+//! workload  what is done to the consumer: the event mix (pure), sent to
+//!           Kafka paced or as a prefill, the lag spike, a chaos run's
+//!           consumer processes
+//! probes    I/O that reads the world: the database (which it also seeds),
+//!           /metrics, the group's committed offsets
+//! verdict   pure judgement: reconciliation, latency and its spike window,
+//!           histogram quantiles; takes plain data, imports no other layer
+//! output    the JSON reports, the terminal summary, the picture
 //! ```
+//!
+//! Dependencies go one way: probes fill verdict's plain types, output
+//! formats what verdict found, and nothing below `commands` imports it.
 //!
 //! One `run` goes: seed and snapshot the database ([`probes::database`]) ->
 //! send the mix ([`workload::generate`], pure) paced or as a prefill, with
@@ -26,7 +32,7 @@
 //! consumer's `/metrics` ([`probes::scrape`], [`verdict::histogram`]) -> the
 //! JSON report and summary ([`output::report`]) and the picture
 //! ([`output::chart`]). The whole sequence is [`commands::run`]; `chaos`
-//! ([`commands::chaos`], its faults in [`commands::chaos::inject`], its
+//! ([`commands::chaos`], its faults in `commands::chaos::inject`, its
 //! consumers in [`workload::fleet`], its recovery read from
 //! [`probes::group_progress`], its table in [`output::chaos_report`]) and
 //! `db-ceiling` ([`commands::db_ceiling`]) reuse its parts.
