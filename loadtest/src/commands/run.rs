@@ -31,7 +31,7 @@ use crate::probes::scrape;
 use crate::verdict::histogram;
 use crate::verdict::latency::{self, quantiles, seconds_between, Latencies};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
-use crate::workload::kafka::Producer;
+use crate::workload::kafka::{Acknowledgements, Producer};
 use crate::workload::pause;
 use crate::workload::produce::{self, SpikePlan, Timeline};
 
@@ -214,46 +214,7 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     };
     let sampler = scrape::Sampler::start(args.metrics_url.clone(), metrics_before.clone());
 
-    let producer = Producer::connect(&args.target.bootstrap_servers, &args.target.topic).await?;
-    let run_tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let mut generator = Generator::new(mix, StdRng::from_entropy(), run_tag.clone());
-    let mut manifest = Manifest::default();
-    eprintln!(
-        "inbox-loadgen {scenario} (run {run_tag}): producing to {} …",
-        args.target.topic
-    );
-    let timeline = match args.prefill {
-        Some(count) => {
-            produce::prefill(
-                &producer,
-                &mut generator,
-                &mut manifest,
-                count,
-                args.pause_consumer,
-            )
-            .await?
-        }
-        None => {
-            produce::paced(
-                &producer,
-                &mut generator,
-                &mut manifest,
-                args.rate,
-                Duration::from_secs_f64(args.duration),
-                args.spike(),
-            )
-            .await?
-        }
-    };
-    let acknowledgements = producer.finish().await?;
-    if !manifest.ids_are_unique() {
-        bail!("two events drew the same random id; rerun");
-    }
-    eprintln!(
-        "produced {} records in {:.1} s",
-        manifest.events_sent(),
-        seconds_between(timeline.started_at, Utc::now())
-    );
+    let (timeline, manifest, acknowledgements) = send(&args, &scenario, mix).await?;
     if args.no_wait {
         println!(
             "prefill: sent {} records ({} unique, {} duplicates, {} poison) to {}; not waiting",
@@ -354,6 +315,56 @@ pub async fn run(args: RunArgs) -> Result<bool> {
         );
     }
     Ok(reconciliation.ok)
+}
+
+/// Sends the scenario's records, paced or as a prefill, with its spike;
+/// returns when the broker has acknowledged every one of them.
+async fn send(
+    args: &RunArgs,
+    scenario: &str,
+    mix: MixConfig,
+) -> Result<(Timeline, Manifest, Acknowledgements)> {
+    let producer = Producer::connect(&args.target.bootstrap_servers, &args.target.topic).await?;
+    let run_tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let mut generator = Generator::new(mix, StdRng::from_entropy(), run_tag.clone());
+    let mut manifest = Manifest::default();
+    eprintln!(
+        "inbox-loadgen {scenario} (run {run_tag}): producing to {} …",
+        args.target.topic
+    );
+    let timeline = match args.prefill {
+        Some(count) => {
+            produce::prefill(
+                &producer,
+                &mut generator,
+                &mut manifest,
+                count,
+                args.pause_consumer,
+            )
+            .await?
+        }
+        None => {
+            produce::paced(
+                &producer,
+                &mut generator,
+                &mut manifest,
+                args.rate,
+                Duration::from_secs_f64(args.duration),
+                args.spike(),
+            )
+            .await?
+        }
+    };
+    let acknowledgements = producer.finish().await?;
+    if !manifest.ids_are_unique() {
+        bail!("two events drew the same random id; rerun");
+    }
+    eprintln!(
+        "produced {} records in {:.1} s",
+        manifest.events_sent(),
+        seconds_between(timeline.started_at, Utc::now())
+    );
+    Ok((timeline, manifest, acknowledgements))
 }
 
 /// Unique events applied per second, and how it was measured. Paced: over
