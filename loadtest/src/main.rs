@@ -4,56 +4,49 @@
 //!
 //! # Layout
 //!
-//! One run goes: seed and snapshot the database ([`ledger`]) -> send the mix
-//! ([`generate`], pure) paced or as a prefill, with the lag spike
-//! ([`produce`], [`pause`]) -> wait until the consumer drained -> compare
-//! what was sent with what the database shows ([`reconcile`], pure) ->
-//! latency from the ledger rows ([`latency`], pure) and batch durations from
-//! the consumer's `/metrics` ([`scrape`]) -> the JSON report and summary
-//! ([`report`]) and the picture ([`svg`]).
+//! The modules are grouped by their role:
 //!
-//! `--backlog N` bursts N extra events at full speed at `--pause-at`, right
-//! after SIGSTOP when `--pause-consumer` is set (so the consumer finds the
-//! pause's events plus N), on top of the paced stream. `--prefill N` only
-//! sends N events as fast as possible; with `--no-wait` it exits then,
-//! otherwise it waits for the consumer (which may be started afterwards)
-//! and reports its throughput from the first to the last ledger row. With
-//! `--pause-consumer` too, the consumer is stopped during the prefill and
-//! continued once every record is acknowledged: a self-contained
-//! max-throughput run whose `catch_up_seconds` is the time to drain it.
+//! ```text
+//! commands  what each subcommand does, in order; the only layer that puts
+//!           the others together
+//! workload  what is done to the consumer: the event mix (pure), sent to
+//!           Kafka paced or as a prefill, the lag spike, a chaos run's
+//!           consumer processes
+//! probes    I/O that reads the world: the database (which it also seeds),
+//!           /metrics, the group's committed offsets
+//! verdict   pure judgement: reconciliation, latency and its spike window,
+//!           histogram quantiles; takes plain data, imports no other layer
+//! output    the JSON reports, the terminal summary, the picture
+//! ```
+//!
+//! Dependencies go one way: probes fill verdict's plain types, output
+//! formats what verdict found, and nothing below `commands` imports it.
+//!
+//! One `run` goes: seed and snapshot the database ([`probes::database`]) ->
+//! send the mix ([`workload::generate`], pure) paced or as a prefill, with
+//! the lag spike ([`workload::produce`], [`workload::pause`]) over the
+//! producer ([`workload::kafka`]) -> wait until the consumer drained and
+//! compare what was sent with what the database shows
+//! ([`commands::settle`], [`verdict::reconcile`], pure) -> latency from the
+//! ledger rows ([`verdict::latency`], pure) and batch durations from the
+//! consumer's `/metrics` ([`probes::scrape`], [`verdict::histogram`]) -> the
+//! JSON report and summary ([`output::report`]) and the picture
+//! ([`output::chart`]). The whole sequence is [`commands::run`]; `chaos`
+//! ([`commands::chaos`], its faults in `commands::chaos::inject`, its
+//! consumers in [`workload::fleet`], its recovery read from
+//! [`probes::group_progress`], its table in [`output::chaos_report`]) and
+//! `db-ceiling` ([`commands::db_ceiling`]) reuse its parts.
 
-mod args;
-mod ceiling;
-mod chaos;
-mod fleet;
-mod generate;
-mod latency;
-mod ledger;
-mod pause;
-mod produce;
-mod progress;
-mod reconcile;
-mod report;
-mod scrape;
-mod svg;
+mod commands;
+mod output;
+mod probes;
+mod verdict;
+mod workload;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
-use chrono::{DateTime, Utc};
-use clap::{Args, Parser, Subcommand};
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-
-use crate::args::{Mix, Target};
-use crate::generate::{Generator, Manifest, MixConfig};
-use crate::latency::{quantiles, Sample, Timeline as LatencyTimeline};
-use crate::ledger::{Ledger, Settled};
-use crate::produce::{Producer, SpikePlan, Timeline};
-use crate::report::{Findings, Settings};
+use anyhow::anyhow;
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,241 +63,23 @@ struct Cli {
 enum Command {
     /// Produce one scenario against a running consumer, wait until it has
     /// drained, reconcile and report. Exits 1 when reconciliation fails.
-    Run(RunArgs),
+    Run(commands::run::RunArgs),
     /// The database-only ceiling: the service's batch transaction driven
     /// directly, no Kafka; prints events/s (and writes --report).
-    DbCeiling(CeilingArgs),
+    DbCeiling(commands::db_ceiling::CeilingArgs),
     /// Faults under load (consumer kills, a rebalance storm, database and
     /// broker restarts, a replay), each reconciled; prints a table. Exits 1
     /// when any scenario fails to reconcile.
-    Chaos(chaos::ChaosArgs),
-}
-
-#[derive(Debug, Args)]
-struct CeilingArgs {
-    /// A migrated database (its password is never printed).
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: String,
-    /// Ledger consumer name to write under.
-    #[arg(long, default_value = "db-ceiling")]
-    consumer_name: String,
-    /// Fresh events to apply.
-    #[arg(long, default_value_t = 200_000)]
-    events: u64,
-    /// Records per transaction.
-    #[arg(long, default_value_t = 100)]
-    batch_size: usize,
-    /// Seeded SKUs.
-    #[arg(long, default_value_t = 1000)]
-    skus: usize,
-    /// SKUs receiving --hot-share of the lines.
-    #[arg(long, default_value_t = 10)]
-    hot_skus: usize,
-    #[arg(long, default_value_t = 0.5)]
-    hot_share: f64,
-    /// Where to write {"events", "seconds", "events_per_second"}.
-    #[arg(long, value_name = "FILE.json")]
-    report: Option<PathBuf>,
-}
-
-async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
-    let mix = MixConfig {
-        duplicate_ratio: 0.0,
-        poison_ratio: 0.0,
-        skus: args.skus,
-        hot_skus: args.hot_skus,
-        hot_share: args.hot_share,
-    };
-    mix.validate().map_err(|e| anyhow!(e))?;
-    let result = ceiling::measure(
-        &args.database_url,
-        &args.consumer_name,
-        mix,
-        args.events,
-        args.batch_size.max(1),
-    )
-    .await?;
-    println!(
-        "db-only ceiling: {} events in {:.2} s = {:.0} events/s (batches of {})",
-        result.events, result.seconds, result.events_per_second, args.batch_size
-    );
-    if let Some(path) = &args.report {
-        let json = serde_json::json!({
-            "events": result.events,
-            "seconds": result.seconds,
-            "events_per_second": result.events_per_second,
-            "batch_size": args.batch_size,
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(true)
-}
-
-#[derive(Debug, Args)]
-struct RunArgs {
-    #[command(flatten)]
-    target: Target,
-
-    /// The consumer's Prometheus endpoint (plain http://).
-    #[arg(
-        long,
-        env = "LOADGEN_METRICS_URL",
-        default_value = "http://127.0.0.1:9464/metrics"
-    )]
-    metrics_url: String,
-
-    /// Name of the scenario in the report [default: steady, lag-spike,
-    /// backlog-burst or prefill, from the other flags].
-    #[arg(long)]
-    scenario: Option<String>,
-
-    /// Events per second.
-    #[arg(long, default_value_t = 1400.0)]
-    rate: f64,
-
-    /// Seconds of paced production.
-    #[arg(long, default_value_t = 60.0)]
-    duration: f64,
-
-    #[command(flatten)]
-    mix: Mix,
-
-    /// Process id of the consumer to pause (SIGSTOP, then SIGCONT).
-    #[arg(long, value_name = "PID")]
-    pause_consumer: Option<i32>,
-
-    /// Seconds into the run when the spike (pause and/or backlog) starts.
-    #[arg(long, default_value_t = 10.0)]
-    pause_at: f64,
-
-    /// Seconds the consumer stays paused.
-    #[arg(long, default_value_t = 10.0)]
-    pause_for: f64,
-
-    /// Extra events burst at full speed when the spike starts.
-    #[arg(long, default_value_t = 0)]
-    backlog: u64,
-
-    /// Only produce N events as fast as possible (max-throughput runs); with
-    /// --pause-consumer the consumer is stopped until all are acknowledged.
-    #[arg(long, value_name = "N", conflicts_with = "backlog")]
-    prefill: Option<u64>,
-
-    /// With --prefill: exit once produced, without waiting, reconciling or
-    /// writing a report.
-    #[arg(long, requires = "prefill")]
-    no_wait: bool,
-
-    /// Where the JSON report goes; the picture goes beside it (.svg).
-    #[arg(long, value_name = "FILE.json")]
-    report: Option<PathBuf>,
-
-    /// Seconds at the start whose events are left out of e2e_latency_ms (a
-    /// new topic, a cold consumer); they are still reconciled.
-    #[arg(long, default_value_t = 0.0)]
-    warmup: f64,
-
-    /// Seconds to wait for the consumer to apply everything after production.
-    #[arg(long, default_value_t = 120.0)]
-    drain_timeout: f64,
-}
-
-impl RunArgs {
-    fn mix(&self) -> MixConfig {
-        self.mix.config()
-    }
-
-    /// The spike of a paced run.
-    fn spike(&self) -> Option<SpikePlan> {
-        if self.prefill.is_some() || (self.pause_consumer.is_none() && self.backlog == 0) {
-            return None;
-        }
-        Some(SpikePlan {
-            at: Duration::from_secs_f64(self.pause_at),
-            pause: self
-                .pause_consumer
-                .map(|pid| (pid, Duration::from_secs_f64(self.pause_for))),
-            backlog: self.backlog,
-        })
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.mix().validate().map_err(|e| anyhow!(e))?;
-        let positive = |flag: &str, value: f64| {
-            if value.is_finite() && value > 0.0 {
-                Ok(())
-            } else {
-                Err(anyhow!("{flag} must be above 0, not {value}"))
-            }
-        };
-        positive("--rate", self.rate)?;
-        positive("--duration", self.duration)?;
-        positive("--drain-timeout", self.drain_timeout)?;
-        if !(0.0..self.duration).contains(&self.warmup) {
-            bail!(
-                "--warmup ({}) must be at least 0 and shorter than --duration ({})",
-                self.warmup,
-                self.duration
-            );
-        }
-        if self.spike().is_some() {
-            positive("--pause-for", self.pause_for)?;
-            if !(0.0..self.duration).contains(&self.pause_at) {
-                bail!(
-                    "--pause-at ({}) must fall within the run (--duration {})",
-                    self.pause_at,
-                    self.duration
-                );
-            }
-        }
-        if let Some(pid) = self.pause_consumer {
-            pause::check_signalable(pid)?;
-        }
-        Ok(())
-    }
-
-    fn scenario(&self) -> String {
-        self.scenario.clone().unwrap_or_else(|| {
-            match (self.prefill, self.pause_consumer, self.backlog) {
-                (Some(_), _, _) => "prefill",
-                (None, Some(_), _) => "lag-spike",
-                (None, None, 1..) => "backlog-burst",
-                (None, None, 0) => "steady",
-            }
-            .to_owned()
-        })
-    }
-
-    fn settings(&self) -> Settings {
-        let spike = self.spike().is_some();
-        Settings {
-            topic: self.target.topic.clone(),
-            consumer: self.target.consumer_name.clone(),
-            rate: self.rate,
-            duration_s: self.duration,
-            duplicate_ratio: self.mix.duplicate_ratio,
-            poison_ratio: self.mix.poison_ratio,
-            skus: self.mix.skus,
-            hot_skus: self.mix.hot_skus,
-            hot_share: self.mix.hot_share,
-            pause_consumer: self.pause_consumer,
-            pause_at_s: spike.then_some(self.pause_at),
-            pause_for_s: (spike && self.pause_consumer.is_some()).then_some(self.pause_for),
-            backlog: self.backlog,
-            prefill: self.prefill,
-            warmup_s: self.warmup,
-        }
-    }
+    Chaos(commands::chaos::ChaosArgs),
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let work = async {
         match Cli::parse().command {
-            Command::Run(args) => run(args).await,
-            Command::DbCeiling(args) => db_ceiling(args).await,
-            Command::Chaos(args) => chaos::chaos(args).await,
+            Command::Run(args) => commands::run::run(args).await,
+            Command::DbCeiling(args) => commands::db_ceiling::db_ceiling(args).await,
+            Command::Chaos(args) => commands::chaos::chaos(args).await,
         }
     };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.
@@ -320,232 +95,4 @@ async fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// One run; `Ok(false)` when reconciliation failed.
-async fn run(args: RunArgs) -> Result<bool> {
-    args.validate()?;
-    let scenario = args.scenario();
-    let mix = args.mix();
-    let skus = mix.sku_names();
-    let ledger = Ledger::of_target(&args.target, args.duration + args.drain_timeout).await?;
-    ledger.seed(&skus).await?;
-    let before = ledger.snapshot(&skus).await?;
-
-    let metrics_before = match scrape::batch_durations(&args.metrics_url).await {
-        Ok(buckets) => Some((Utc::now(), buckets)),
-        Err(error) => {
-            eprintln!("warning: no batch durations ({error:#}); batch_duration_ms will be null");
-            None
-        }
-    };
-    let sampler = scrape::Sampler::start(args.metrics_url.clone(), metrics_before.clone());
-
-    let producer = Producer::connect(&args.target.bootstrap_servers, &args.target.topic).await?;
-    let run_tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let mut generator = Generator::new(mix, StdRng::from_entropy(), run_tag.clone());
-    let mut manifest = Manifest::default();
-    eprintln!(
-        "inbox-loadgen {scenario} (run {run_tag}): producing to {} …",
-        args.target.topic
-    );
-    let timeline = match args.prefill {
-        Some(count) => {
-            produce::prefill(
-                &producer,
-                &mut generator,
-                &mut manifest,
-                count,
-                args.pause_consumer,
-            )
-            .await?
-        }
-        None => {
-            produce::paced(
-                &producer,
-                &mut generator,
-                &mut manifest,
-                args.rate,
-                Duration::from_secs_f64(args.duration),
-                args.spike(),
-            )
-            .await?
-        }
-    };
-    let acknowledgements = producer.finish().await?;
-    if !manifest.ids_are_unique() {
-        bail!("two events drew the same random id; rerun");
-    }
-    eprintln!(
-        "produced {} records in {:.1} s",
-        manifest.events_sent(),
-        seconds(timeline.started_at, Utc::now())
-    );
-    if args.no_wait {
-        println!(
-            "prefill: sent {} records ({} unique, {} duplicates, {} poison) to {}; not waiting",
-            manifest.events_sent(),
-            manifest.unique_events(),
-            manifest.duplicates,
-            manifest.poison_sent(),
-            args.target.topic
-        );
-        return Ok(true);
-    }
-
-    let Settled {
-        drained,
-        applied,
-        reconciliation,
-    } = ledger
-        .settle(
-            &manifest,
-            &before,
-            &skus,
-            Duration::from_secs_f64(args.drain_timeout),
-        )
-        .await?;
-    let samples_of_metrics = sampler.finish();
-    let metrics_after = scrape::batch_durations(&args.metrics_url).await.ok();
-
-    let sent_at: HashMap<uuid::Uuid, DateTime<Utc>> = manifest
-        .fresh
-        .iter()
-        .map(|e| (e.message_id, e.sent_at))
-        .collect();
-    let latencies = LatencyTimeline::new(
-        applied
-            .iter()
-            .filter_map(|row| {
-                sent_at.get(&row.message_id).map(|&sent_at| Sample {
-                    sent_at,
-                    processed_at: row.processed_at,
-                })
-            })
-            .collect(),
-    );
-    let spike = timeline
-        .spike
-        .map(|times| latencies.spike(times.began_at, times.ended_at));
-    let warmup_until =
-        timeline.started_at + chrono::Duration::microseconds((args.warmup * 1e6) as i64);
-    let phases = latencies.split(spike.as_ref(), warmup_until);
-    let last_applied_at = latencies.samples().iter().map(|s| s.processed_at).max();
-    let (throughput_eps, throughput_definition) = throughput(&args, &timeline, &latencies);
-
-    let batch_durations = metrics_before
-        .as_ref()
-        .zip(metrics_after.as_ref())
-        .map(|((_, before), after)| after.since(before));
-    let spike_batch_durations = spike.as_ref().and_then(|outcome| {
-        scrape::between(&samples_of_metrics, outcome.began_at, outcome.window_end)
-    });
-
-    let settings = args.settings();
-    let picture_path = args.report.as_ref().map(|path| path.with_extension("svg"));
-    let findings = Findings {
-        scenario: &scenario,
-        settings: &settings,
-        events_sent: manifest.events_sent(),
-        unique_events: manifest.unique_events(),
-        duplicates_sent: manifest.duplicates,
-        poison_sent: &manifest.poison,
-        timeline: &timeline,
-        drained,
-        throughput_eps,
-        throughput_definition,
-        produce_ack: latency::Quantiles::of(&acknowledgements.latency),
-        last_applied_at,
-        steady: quantiles(&phases.steady),
-        spiked: quantiles(&phases.spiked),
-        warmup: (args.warmup > 0.0).then(|| quantiles(&phases.warmup)),
-        spike,
-        batch_durations,
-        spike_batch_durations,
-        reconciliation: &reconciliation,
-        picture: picture_path.as_ref().map(|p| p.display().to_string()),
-    };
-
-    if let (Some(report_path), Some(picture_path)) = (&args.report, &picture_path) {
-        if let Some(parent) = report_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        let json = serde_json::to_string_pretty(&findings.to_json())?;
-        std::fs::write(report_path, json + "\n")
-            .with_context(|| format!("writing {}", report_path.display()))?;
-        let pause_label = if args.pause_consumer.is_some() {
-            "consumer paused"
-        } else {
-            "backlog burst"
-        };
-        let picture = svg::render(&svg::Picture {
-            title: picture_title(&scenario, &args, &findings),
-            started_at: timeline.started_at,
-            samples: latencies.samples(),
-            pause: timeline
-                .spike
-                .map(|t| (t.began_at, t.ended_at, pause_label)),
-            spike: spike.as_ref(),
-            warmup_until: (args.warmup > 0.0).then_some(warmup_until),
-            steady: &phases.steady,
-            spiked: &phases.spiked,
-        });
-        std::fs::write(picture_path, picture)
-            .with_context(|| format!("writing {}", picture_path.display()))?;
-    }
-    println!("{}", findings.summary());
-    if let (Some(report_path), Some(picture_path)) = (&args.report, &picture_path) {
-        println!(
-            "report {}, picture {}",
-            report_path.display(),
-            picture_path.display()
-        );
-    }
-    Ok(reconciliation.ok)
-}
-
-fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
-    (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
-}
-
-/// Unique events applied per second. Paced: over first send -> last ledger
-/// row (it can only match the rate). Prefill: over the first -> last ledger
-/// row, the consumer's own speed whenever it was started.
-fn throughput(
-    args: &RunArgs,
-    timeline: &Timeline,
-    latencies: &LatencyTimeline,
-) -> (Option<f64>, &'static str) {
-    let samples = latencies.samples();
-    let last = samples.iter().map(|s| s.processed_at).max();
-    let (first, definition) = if args.prefill.is_some() {
-        (
-            samples.iter().map(|s| s.processed_at).min(),
-            "unique events applied / (last ledger row - first ledger row)",
-        )
-    } else {
-        (
-            Some(timeline.started_at),
-            "unique events applied / (last ledger row - first send)",
-        )
-    };
-    let rate = first.zip(last).and_then(|(first, last)| {
-        let span = seconds(first, last);
-        (span > 0.0).then(|| samples.len() as f64 / span)
-    });
-    (rate, definition)
-}
-
-fn picture_title(scenario: &str, args: &RunArgs, findings: &Findings<'_>) -> String {
-    let load = match args.prefill {
-        Some(n) => format!("prefill of {n} events"),
-        None => format!("{} events/s for {} s", args.rate, args.duration),
-    };
-    let verdict = if findings.reconciliation.ok {
-        "reconciled"
-    } else {
-        "RECONCILIATION FAILED"
-    };
-    format!("inbox-loadgen {scenario}: {load}, {verdict}")
 }

@@ -146,9 +146,12 @@ impl Member {
                         .display()
                 );
             }
-            if crate::scrape::fetch(&format!("http://127.0.0.1:{}/readyz", self.metrics_port))
-                .await
-                .is_ok()
+            if crate::probes::scrape::fetch(&format!(
+                "http://127.0.0.1:{}/readyz",
+                self.metrics_port
+            ))
+            .await
+            .is_ok()
             {
                 return Ok(());
             }

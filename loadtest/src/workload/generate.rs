@@ -361,6 +361,14 @@ impl Manifest {
         self.unique_events() + self.duplicates + self.poison_sent()
     }
 
+    /// When each valid event was sent, by id.
+    pub fn send_times(&self) -> HashMap<Uuid, DateTime<Utc>> {
+        self.fresh
+            .iter()
+            .map(|e| (e.message_id, e.sent_at))
+            .collect()
+    }
+
     /// The valid events' ids, for the ledger queries.
     pub fn fresh_ids(&self) -> Vec<Uuid> {
         self.fresh.iter().map(|e| e.message_id).collect()

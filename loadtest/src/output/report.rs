@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::latency::{Quantiles, SpikeOutcome};
-use crate::produce::Timeline;
-use crate::reconcile::Reconciliation;
-use crate::scrape::Buckets;
+use crate::verdict::histogram::Buckets;
+use crate::verdict::latency::{seconds_between, Quantiles, SpikeOutcome};
+use crate::verdict::reconcile::Reconciliation;
+use crate::workload::produce::Timeline;
 
 /// The knobs of the run, echoed in the report.
 #[derive(Debug, Clone)]
@@ -91,22 +91,13 @@ fn batch_json(buckets: Option<&Buckets>) -> Value {
 impl Findings<'_> {
     /// Seconds since the start of the run.
     fn offset(&self, t: DateTime<Utc>) -> f64 {
-        round(
-            (t - self.timeline.started_at)
-                .num_microseconds()
-                .unwrap_or(0) as f64
-                / 1e6,
-            3,
-        )
+        round(seconds_between(self.timeline.started_at, t), 3)
     }
 
     pub fn catch_up_seconds(&self) -> Option<f64> {
         let ended = self.timeline.spike?.ended_at;
         let caught_up = self.spike?.caught_up_at;
-        Some(round(
-            (caught_up - ended).num_microseconds().unwrap_or(0) as f64 / 1e6,
-            3,
-        ))
+        Some(round(seconds_between(ended, caught_up), 3))
     }
 
     pub fn to_json(&self) -> Value {

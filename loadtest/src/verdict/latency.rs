@@ -16,14 +16,25 @@
 //! sent during an optional warm-up at the start (a new topic's first
 //! appends and a cold consumer can take a second), reported apart.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, Utc};
 use hdrhistogram::Histogram;
+use uuid::Uuid;
+
+use crate::verdict::reconcile::AppliedRow;
 
 /// When the queue counts as drained: a backlog the consumer clears within
 /// this time is normal pipelining, not a spike.
 pub const SETTLE: Duration = Duration::milliseconds(100);
 /// Bound of the fixed-point search (each step is at least `SETTLE` long).
 const MAX_SETTLE_STEPS: usize = 10_000;
+
+/// Seconds from `from` to `to` (negative when `to` is earlier), to the
+/// microsecond.
+pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_microseconds().unwrap_or(0) as f64 / 1e6
+}
 
 /// One applied event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +49,21 @@ impl Sample {
     }
 }
 
+/// The latency of every ledger row of an event that was sent, `sent_at`
+/// holding each event's send instant by id; rows of other events are left
+/// out.
+pub fn samples(sent_at: &HashMap<Uuid, DateTime<Utc>>, applied: &[AppliedRow]) -> Vec<Sample> {
+    applied
+        .iter()
+        .filter_map(|row| {
+            sent_at.get(&row.message_id).map(|&sent_at| Sample {
+                sent_at,
+                processed_at: row.processed_at,
+            })
+        })
+        .collect()
+}
+
 /// When the spike's effects were over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpikeOutcome {
@@ -49,15 +75,17 @@ pub struct SpikeOutcome {
     pub window_end: DateTime<Utc>,
 }
 
-/// Samples sorted by send time, with the latest `processed_at` so far, to
-/// answer "when was everything sent before `t` applied?".
-pub struct Timeline {
+/// Every applied event's latency, sorted by send time, with the latest
+/// `processed_at` so far, to answer "when was everything sent before `t`
+/// applied?". (The run's own moments, when it started and when the spike
+/// was injected, are [`crate::workload::produce::Timeline`].)
+pub struct Latencies {
     samples: Vec<Sample>,
     applied_by: Vec<DateTime<Utc>>,
 }
 
-impl Timeline {
-    pub fn new(mut samples: Vec<Sample>) -> Timeline {
+impl Latencies {
+    pub fn new(mut samples: Vec<Sample>) -> Latencies {
         samples.sort_by_key(|s| s.sent_at);
         let applied_by = samples
             .iter()
@@ -67,7 +95,7 @@ impl Timeline {
                 Some(next)
             })
             .collect();
-        Timeline {
+        Latencies {
             samples,
             applied_by,
         }
@@ -75,6 +103,19 @@ impl Timeline {
 
     pub fn samples(&self) -> &[Sample] {
         &self.samples
+    }
+
+    /// When the last event was applied.
+    pub fn last_applied_at(&self) -> Option<DateTime<Utc>> {
+        self.applied_by.last().copied()
+    }
+
+    /// Events applied per second, from `from` (the first ledger row when
+    /// `None`) to the last ledger row; `None` without a span to divide by.
+    pub fn applied_per_second(&self, from: Option<DateTime<Utc>>) -> Option<f64> {
+        let first = from.or_else(|| self.samples.iter().map(|s| s.processed_at).min())?;
+        let span = seconds_between(first, self.last_applied_at()?);
+        (span > 0.0).then(|| self.samples.len() as f64 / span)
     }
 
     /// When the last of the events sent before `t` was applied.
@@ -227,8 +268,8 @@ mod tests {
 
     #[test]
     fn catch_up_is_when_everything_sent_before_the_pause_end_is_applied() {
-        let timeline = Timeline::new(paused_run());
-        let spike = timeline.spike(at(5_000), at(10_000));
+        let latencies = Latencies::new(paused_run());
+        let spike = latencies.spike(at(5_000), at(10_000));
         // The last backlog event (sent 9,990) is applied at 10,049.
         assert_eq!(spike.caught_up_at, at(10_049));
         assert!(spike.window_end >= spike.caught_up_at);
@@ -237,9 +278,9 @@ mod tests {
 
     #[test]
     fn steady_samples_exclude_the_spike() {
-        let timeline = Timeline::new(paused_run());
-        let spike = timeline.spike(at(5_000), at(10_000));
-        let phases = timeline.split(Some(&spike), at(0));
+        let latencies = Latencies::new(paused_run());
+        let spike = latencies.spike(at(5_000), at(10_000));
+        let phases = latencies.split(Some(&spike), at(0));
         assert_eq!(phases.steady.len() + phases.spiked.len(), 2_000);
         assert!(phases.spiked.len() >= 500);
         let steady = quantiles(&phases.steady).unwrap();
@@ -256,33 +297,74 @@ mod tests {
             sent_at: at(4_998),
             processed_at: at(10_001),
         });
-        let timeline = Timeline::new(samples);
-        let spike = timeline.spike(at(5_000), at(10_000));
+        let latencies = Latencies::new(samples);
+        let spike = latencies.spike(at(5_000), at(10_000));
         assert_eq!(spike.began_at, at(4_998));
-        let phases = timeline.split(Some(&spike), at(0));
+        let phases = latencies.split(Some(&spike), at(0));
         assert!(quantiles(&phases.steady).unwrap().max <= 6.0);
     }
 
     #[test]
     fn without_a_spike_every_sample_is_steady() {
-        let timeline = Timeline::new(vec![sample(0, 3), sample(10, 4)]);
-        let phases = timeline.split(None, at(0));
+        let latencies = Latencies::new(vec![sample(0, 3), sample(10, 4)]);
+        let phases = latencies.split(None, at(0));
         assert_eq!((phases.steady.len(), phases.spiked.len()), (2, 0));
     }
 
     #[test]
     fn warmup_events_are_apart_from_the_steady_state() {
-        let timeline = Timeline::new(vec![sample(0, 900), sample(500, 400), sample(1_500, 4)]);
-        let phases = timeline.split(None, at(1_000));
+        let latencies = Latencies::new(vec![sample(0, 900), sample(500, 400), sample(1_500, 4)]);
+        let phases = latencies.split(None, at(1_000));
         assert_eq!(phases.warmup.len(), 2);
         assert_eq!(phases.steady, vec![sample(1_500, 4)]);
     }
 
     #[test]
     fn a_spike_with_nothing_queued_is_caught_up_at_once() {
-        let timeline = Timeline::new(vec![sample(0, 3), sample(100, 3)]);
-        let spike = timeline.spike(at(50), at(60));
+        let latencies = Latencies::new(vec![sample(0, 3), sample(100, 3)]);
+        let spike = latencies.spike(at(50), at(60));
         assert_eq!(spike.caught_up_at, at(60));
+    }
+
+    #[test]
+    fn samples_pair_ledger_rows_with_their_send_instant() {
+        let sent_at = HashMap::from([(Uuid::from_u128(1), at(0)), (Uuid::from_u128(2), at(10))]);
+        let row = |id: u128, applied: i64| AppliedRow {
+            message_id: Uuid::from_u128(id),
+            processed_at: at(applied),
+        };
+        // Id 3 is not an event of this run; id 2 was not applied.
+        let samples = samples(&sent_at, &[row(1, 7), row(3, 9)]);
+        assert_eq!(samples, vec![sample(0, 7)]);
+    }
+
+    #[test]
+    fn throughput_is_over_the_span_to_the_last_ledger_row() {
+        let latencies = Latencies::new(vec![
+            sample(0, 500),
+            sample(1_000, 500),
+            sample(1_500, 1_000),
+        ]);
+        assert_eq!(latencies.last_applied_at(), Some(at(2_500)));
+        // From the first ledger row (500 ms): 3 events in 2 s.
+        assert_eq!(latencies.applied_per_second(None), Some(1.5));
+        // From the first send: 3 events in 2.5 s.
+        assert_eq!(latencies.applied_per_second(Some(at(0))), Some(1.2));
+        assert_eq!(
+            Latencies::new(vec![sample(0, 5)]).applied_per_second(None),
+            None
+        );
+        assert_eq!(
+            Latencies::new(Vec::new()).applied_per_second(Some(at(0))),
+            None
+        );
+    }
+
+    #[test]
+    fn seconds_between_is_signed_and_to_the_microsecond() {
+        let later = at(1_500) + Duration::microseconds(1);
+        assert_eq!(seconds_between(at(0), later), 1.500_001);
+        assert_eq!(seconds_between(later, at(0)), -1.500_001);
     }
 
     #[test]

@@ -4,22 +4,85 @@
 //! throughput divided by this is the fraction of the database's capacity it
 //! reaches.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use chrono::Utc;
+use clap::Args;
 use inventory_inbox::batch::InboundRecord;
 use inventory_inbox::event::Header;
 use inventory_inbox::store::{self, Inbox};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::generate::{Generator, MixConfig, Planned};
-use crate::ledger::Ledger;
+use crate::probes::database::Database;
+use crate::workload::generate::{Generator, MixConfig, Planned};
+
+#[derive(Debug, Args)]
+pub struct CeilingArgs {
+    /// A migrated database (its password is never printed).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Ledger consumer name to write under.
+    #[arg(long, default_value = "db-ceiling")]
+    consumer_name: String,
+    /// Fresh events to apply.
+    #[arg(long, default_value_t = 200_000)]
+    events: u64,
+    /// Records per transaction.
+    #[arg(long, default_value_t = 100)]
+    batch_size: usize,
+    /// Seeded SKUs.
+    #[arg(long, default_value_t = 1000)]
+    skus: usize,
+    /// SKUs receiving --hot-share of the lines.
+    #[arg(long, default_value_t = 10)]
+    hot_skus: usize,
+    #[arg(long, default_value_t = 0.5)]
+    hot_share: f64,
+    /// Where to write {"events", "seconds", "events_per_second"}.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+}
+
+pub async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
+    let mix = MixConfig {
+        duplicate_ratio: 0.0,
+        poison_ratio: 0.0,
+        skus: args.skus,
+        hot_skus: args.hot_skus,
+        hot_share: args.hot_share,
+    };
+    mix.validate().map_err(|e| anyhow!(e))?;
+    let result = measure(
+        &args.database_url,
+        &args.consumer_name,
+        mix,
+        args.events,
+        args.batch_size.max(1),
+    )
+    .await?;
+    println!(
+        "db-only ceiling: {} events in {:.2} s = {:.0} events/s (batches of {})",
+        result.events, result.seconds, result.events_per_second, args.batch_size
+    );
+    if let Some(path) = &args.report {
+        let json = serde_json::json!({
+            "events": result.events,
+            "seconds": result.seconds,
+            "events_per_second": result.events_per_second,
+            "batch_size": args.batch_size,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(true)
+}
 
 /// What the ceiling run measured.
 #[derive(Debug, Clone, Copy)]
-pub struct Ceiling {
+struct Ceiling {
     pub events: u64,
     pub seconds: f64,
     pub events_per_second: f64,
@@ -27,7 +90,7 @@ pub struct Ceiling {
 
 /// Applies `events` fresh events in batches of `batch_size`, one transaction
 /// each, sequentially, and times it.
-pub async fn measure(
+async fn measure(
     database_url: &str,
     consumer: &str,
     mix: MixConfig,
@@ -40,8 +103,8 @@ pub async fn measure(
         ..mix
     };
     let today = Utc::now().date_naive();
-    let ledger = Ledger::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
-    ledger.seed(&mix.sku_names()).await?;
+    let database = Database::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
+    database.seed(&mix.sku_names()).await?;
     let mut generator = Generator::new(
         mix,
         StdRng::from_entropy(),

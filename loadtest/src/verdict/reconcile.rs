@@ -1,5 +1,7 @@
 //! Reconciliation, pure: what was sent (the manifest) against what the
-//! database shows (two snapshots and the run's ledger rows).
+//! database shows (two snapshots and the run's ledger rows). The database
+//! probe ([`crate::probes::database`]) fills these plain types; nothing here
+//! reads anything.
 //!
 //! Exactly once means: every SKU's `reserved` grew by the sum over the unique
 //! orders sent (each order id is sent by one event, so there is no business
@@ -11,9 +13,31 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::ledger::{AppliedRow, Snapshot};
+/// Counters of this consumer at one moment.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// `reserved` per seeded SKU.
+    pub reserved: HashMap<String, i64>,
+    pub ledger_rows: i64,
+    /// Parked rows of this consumer and topic, per reason.
+    pub parked: HashMap<String, i64>,
+}
+
+impl Snapshot {
+    pub fn parked_rows(&self) -> i64 {
+        self.parked.values().sum()
+    }
+}
+
+/// One ledger row of an event this run sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedRow {
+    pub message_id: Uuid,
+    pub processed_at: DateTime<Utc>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciliation {
@@ -117,7 +141,6 @@ pub fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Utc;
 
     fn id(n: u128) -> Uuid {
         Uuid::from_u128(n)
@@ -204,6 +227,31 @@ mod tests {
         assert_eq!(result.mismatched_skus, 2);
         assert_eq!(result.over_reserved_skus, 2);
         assert_eq!(result.doubled_events, 2);
+    }
+
+    #[test]
+    fn a_second_ledger_row_of_one_event_is_a_doubled_event() {
+        let after = snapshot(
+            &[("A", 15), ("B", 2), ("C", 7)],
+            104,
+            &[("unknown_sku", 5), ("malformed_json", 1)],
+        );
+        let result = Case::new().run(&after, &[row(1), row(2), row(3), row(2)]);
+        assert!(!result.ok);
+        assert_eq!(result.doubled_events, 1);
+        assert_eq!(result.lost_events, 0);
+    }
+
+    #[test]
+    fn ledger_rows_of_events_not_sent_are_not_counted() {
+        let after = snapshot(
+            &[("A", 15), ("B", 2), ("C", 7)],
+            103,
+            &[("unknown_sku", 5), ("malformed_json", 1)],
+        );
+        let result = Case::new().run(&after, &[row(1), row(2), row(3), row(9), row(9)]);
+        assert!(result.ok, "{result:?}");
+        assert_eq!(result.doubled_events, 0);
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Flags shared by the subcommands that drive a consumer: where it is
 //! (database, broker, topic, its ledger name) and the event mix to send.
 
+use anyhow::Result;
+use chrono::Utc;
 use clap::Args;
 
-use crate::generate::MixConfig;
+use crate::probes::database::Database;
+use crate::workload::generate::MixConfig;
 
 /// The consumer under test, as the service itself is configured (SPEC §8).
 #[derive(Debug, Args)]
@@ -36,6 +39,22 @@ pub struct Target {
         default_value = "inventory-allocation-service"
     )]
     pub consumer_name: String,
+}
+
+impl Target {
+    /// The consumer's database, for a run of `run_seconds`: its events fall
+    /// on the days from today (UTC) until a day after the run's end.
+    pub async fn database(&self, run_seconds: f64) -> Result<Database> {
+        let now = Utc::now();
+        let last_day = now + chrono::Duration::seconds(run_seconds as i64 + 86_400);
+        Database::connect(
+            &self.database_url,
+            &self.consumer_name,
+            &self.topic,
+            (now.date_naive(), last_day.date_naive()),
+        )
+        .await
+    }
 }
 
 /// What is sent besides fresh events, and over which SKUs.

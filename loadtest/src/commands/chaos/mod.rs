@@ -42,28 +42,31 @@
 //! runs it; the storm's members are dynamic and leave the group when
 //! stopped.
 
-use std::collections::BTreeMap;
+mod inject;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 
-use crate::args::{Mix, Target};
-use crate::fleet::{Member, MemberConfig};
-use crate::generate::{Generator, Manifest};
-use crate::ledger::Ledger;
-use crate::produce::{self, Producer};
-use crate::progress::GroupProgress;
-use crate::reconcile::Reconciliation;
+use crate::commands::flags::{Mix, Target};
+use crate::commands::settle::settle;
+use crate::output;
+use crate::output::chaos_report::{self, Outcome};
+use crate::probes::database::Database;
+use crate::probes::group_progress::GroupProgress;
+use crate::workload::fleet::{Member, MemberConfig};
+use crate::workload::generate::{Generator, Manifest};
+use crate::workload::kafka::Producer;
+use crate::workload::produce;
+
+use self::inject::Injector;
 
 /// Members of the rebalance storm's group.
 const STORM_MEMBERS: usize = 3;
-/// Pause between two membership changes of the storm, and between a
-/// consumer's recovery and its next kill (drawn uniformly in between).
-const FAULT_GAP: (f64, f64) = (2.0, 4.0);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -294,43 +297,10 @@ impl ChaosArgs {
     }
 }
 
-/// One fault and how long the group took to recover from it.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    pub what: String,
-    /// From the fault until it was repaired (the outage).
-    pub repaired_in: Duration,
-    /// From the fault until everything sent before the repair was committed.
-    pub recovered_in: Duration,
-}
-
-/// What one scenario sent, suffered and left in the database.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub scenario: Scenario,
-    pub events: u64,
-    pub duplicates_sent: u64,
-    /// Records already on the topic that the scenario's group read again.
-    pub replayed: i64,
-    pub faults: Vec<Fault>,
-    pub drained: bool,
-    pub reconciliation: Reconciliation,
-}
-
-impl Outcome {
-    fn ok(&self) -> bool {
-        self.drained && self.reconciliation.ok
-    }
-
-    fn worst_recovery(&self) -> Option<&Fault> {
-        self.faults.iter().max_by_key(|f| f.recovered_in)
-    }
-}
-
 /// What every scenario shares.
 struct Run<'a> {
     args: &'a ChaosArgs,
-    ledger: Ledger,
+    database: Database,
     skus: Vec<String>,
     generator: Generator,
     rng: StdRng,
@@ -342,12 +312,12 @@ pub async fn chaos(args: ChaosArgs) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let mix = args.mix.config();
     let skus = mix.sku_names();
-    let ledger = Ledger::of_target(&args.target, 0.0).await?;
-    ledger.seed(&skus).await?;
+    let database = args.target.database(0.0).await?;
+    database.seed(&skus).await?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut run = Run {
         args: &args,
-        ledger,
+        database,
         skus,
         generator: Generator::new(mix, StdRng::seed_from_u64(seed), tag.clone()),
         rng: StdRng::seed_from_u64(seed ^ 0x5eed),
@@ -368,17 +338,19 @@ pub async fn chaos(args: ChaosArgs) -> Result<bool> {
             .scenario(scenario)
             .await
             .with_context(|| format!("scenario {}", scenario.name()))?;
-        eprintln!("{}", row(&outcome));
+        eprintln!("{}", chaos_report::row(&outcome));
         outcomes.push(outcome);
     }
-    println!("{}", table(&outcomes));
+    println!("{}", chaos_report::table(&outcomes));
     if let Some(path) = &args.report {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
-        let json = report(&args, seed, &outcomes);
-        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        let json = chaos_report::to_json(
+            &args.target.topic,
+            args.rate,
+            args.scenario_seconds,
+            seed,
+            &outcomes,
+        );
+        output::write_json(path, &json)?;
         println!("report {}", path.display());
     }
     Ok(outcomes.iter().all(Outcome::ok))
@@ -437,7 +409,7 @@ impl Run<'_> {
             }
         }
 
-        let before = self.ledger.snapshot(&self.skus).await?;
+        let before = self.database.snapshot(&self.skus).await?;
         let producer =
             Producer::connect(&self.args.target.bootstrap_servers, &self.args.target.topic).await?;
         let mut manifest = Manifest::default();
@@ -472,15 +444,19 @@ impl Run<'_> {
                 bail!("{crash}");
             }
         }
-        let settled = self
-            .ledger
-            .settle(&manifest, &before, &self.skus, Duration::from_secs(30))
-            .await?;
+        let settled = settle(
+            &self.database,
+            &manifest,
+            &before,
+            &self.skus,
+            Duration::from_secs(30),
+        )
+        .await?;
         for member in &mut members {
             member.stop().await?;
         }
         Ok(Outcome {
-            scenario,
+            scenario: scenario.name(),
             events: manifest.events_sent(),
             duplicates_sent: manifest.duplicates,
             replayed,
@@ -488,359 +464,5 @@ impl Run<'_> {
             drained: settled.drained,
             reconciliation: settled.reconciliation,
         })
-    }
-}
-
-/// Injects one scenario's faults while the load runs.
-struct Injector<'a> {
-    args: &'a ChaosArgs,
-    members: &'a mut Vec<Member>,
-    progress: &'a GroupProgress,
-    rng: &'a mut StdRng,
-    recovery_timeout: Duration,
-}
-
-impl Injector<'_> {
-    async fn inject(&mut self, scenario: Scenario, duration: Duration) -> Result<Vec<Fault>> {
-        let started = Instant::now();
-        let mut faults = Vec::new();
-        match scenario {
-            Scenario::KillConsumer => {
-                while started.elapsed() + Duration::from_secs_f64(FAULT_GAP.1) < duration {
-                    self.gap().await;
-                    let at = Instant::now();
-                    let member = &mut self.members[0];
-                    member.kill().await?;
-                    member.start()?;
-                    faults.push(self.recovered("kill -9 consumer", at).await?);
-                }
-            }
-            Scenario::RebalanceStorm | Scenario::RebalanceStormConsumer => {
-                let mut watchers = Vec::new();
-                let mut change = 0;
-                while started.elapsed() + Duration::from_secs_f64(FAULT_GAP.1) < duration {
-                    self.gap().await;
-                    let at = Instant::now();
-                    let member = &mut self.members[(change / 2) % STORM_MEMBERS];
-                    let what = if member.is_running() {
-                        member.stop().await?;
-                        format!("stop {}", member.name)
-                    } else {
-                        member.start()?;
-                        format!("start {}", member.name)
-                    };
-                    change += 1;
-                    watchers.push(self.watch(what, at));
-                }
-                for member in self.members.iter_mut().filter(|m| !m.is_running()) {
-                    member.start()?;
-                }
-                for watcher in watchers {
-                    faults.push(watcher.await??);
-                }
-            }
-            Scenario::RestartDatabase => {
-                for nth in 1..=2u32 {
-                    sleep_until(started + duration * nth / 3).await;
-                    let at = Instant::now();
-                    shell(self.args.restart_database_cmd.as_deref()).await?;
-                    faults.push(self.recovered("restart PostgreSQL", at).await?);
-                }
-            }
-            Scenario::KillBroker => {
-                sleep_until(started + duration / 3).await;
-                let at = Instant::now();
-                shell(self.args.kill_broker_cmd.as_deref()).await?;
-                shell(self.args.start_broker_cmd.as_deref()).await?;
-                faults.push(self.recovered("kill -9 broker, start it", at).await?);
-            }
-            Scenario::KillLeader | Scenario::KillCoordinator => {
-                let (command, what) = if scenario == Scenario::KillLeader {
-                    (&self.args.kill_leader_cmd, "kill -9 the partitions' leader")
-                } else {
-                    (
-                        &self.args.kill_coordinator_cmd,
-                        "kill -9 the group coordinator",
-                    )
-                };
-                sleep_until(started + duration / 3).await;
-                shell(command.as_deref()).await?;
-                // From the kill: finding the node (a JVM tool for the
-                // coordinator) takes seconds before it.
-                let at = Instant::now();
-                // Recovered with the node still dead: the repair is the
-                // cluster's own (an election), not a restart.
-                faults.push(self.recovered_supervised(what, at).await?);
-                sleep_until(started + duration * 2 / 3).await;
-                shell(self.args.start_broker_cmd.as_deref()).await?;
-            }
-            Scenario::FailoverDatabase => {
-                sleep_until(started + duration / 3).await;
-                shell(self.args.cut_replica_cmd.as_deref()).await?;
-                // What the primary commits from here on, and Kafka's offsets
-                // cover, the standby will lack.
-                sleep_until(started + duration * 2 / 3).await;
-                let at = Instant::now();
-                shell(self.args.failover_database_cmd.as_deref()).await?;
-                faults.push(
-                    self.recovered("kill -9 primary, promote the lagging standby", at)
-                        .await?,
-                );
-            }
-            Scenario::Replay => {
-                let at = Instant::now();
-                self.members[0].rewind_positions().await?;
-                self.members[0].start()?;
-                faults.push(
-                    self.recovered("positions to the earliest offset, new group", at)
-                        .await?,
-                );
-            }
-        }
-        Ok(faults)
-    }
-
-    async fn gap(&mut self) {
-        let seconds = self.rng.gen_range(FAULT_GAP.0..FAULT_GAP.1);
-        tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-    }
-
-    /// Waits until the group committed the end offsets of now (the repair);
-    /// the recovery counts from `at` (the fault).
-    async fn recovered(&self, what: &str, at: Instant) -> Result<Fault> {
-        self.watch(what.to_owned(), at).await?
-    }
-
-    /// `recovered`, while acting as the consumer's supervisor (a
-    /// StatefulSet's restart policy): a member that exits on its own (a
-    /// fatal Kafka error, e.g. a static member fenced after the
-    /// coordinator moved) is started again, and the fault says so.
-    async fn recovered_supervised(&mut self, what: &str, at: Instant) -> Result<Fault> {
-        let mut watch = self.watch(what.to_owned(), at);
-        let mut restarts = 0;
-        let mut fault = loop {
-            tokio::select! {
-                fault = &mut watch => break fault??,
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    for member in self.members.iter_mut() {
-                        if let Some(exit) = member.exited_unexpectedly() {
-                            eprintln!("  {exit}: started again, as its supervisor would");
-                            member.start()?;
-                            restarts += 1;
-                        }
-                    }
-                }
-            }
-        };
-        if restarts > 0 {
-            fault.what = format!("{} ({restarts} consumer restart(s))", fault.what);
-        }
-        Ok(fault)
-    }
-
-    /// The same in the background, for faults that follow each other
-    /// faster than the group recovers.
-    fn watch(&self, what: String, at: Instant) -> tokio::task::JoinHandle<Result<Fault>> {
-        let progress = self.progress.clone();
-        let deadline = Instant::now() + self.recovery_timeout;
-        let repaired_in = at.elapsed();
-        tokio::spawn(async move {
-            let ends = progress.end_offsets(deadline).await?;
-            let caught_up = progress
-                .wait_caught_up(&ends, deadline)
-                .await
-                .with_context(|| format!("recovering from {what}"))?;
-            let fault = Fault {
-                repaired_in,
-                recovered_in: caught_up - at,
-                what,
-            };
-            eprintln!(
-                "  {}: repaired after {:.1} s, recovered in {:.1} s",
-                fault.what,
-                fault.repaired_in.as_secs_f64(),
-                fault.recovered_in.as_secs_f64()
-            );
-            Ok(fault)
-        })
-    }
-}
-
-async fn sleep_until(at: Instant) {
-    tokio::time::sleep_until(at.into()).await;
-}
-
-/// Runs a shell command; fails with its output when it fails.
-async fn shell(command: Option<&str>) -> Result<()> {
-    let command = command.context("no command given")?;
-    let output = tokio::process::Command::new("sh")
-        .args(["-c", command])
-        .output()
-        .await
-        .with_context(|| format!("running {command:?}"))?;
-    if !output.status.success() {
-        bail!(
-            "{command:?} failed ({}): {}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(())
-}
-
-const HEADER: [&str; 9] = [
-    "scenario",
-    "events",
-    "duplicates sent",
-    "replayed",
-    "applied twice",
-    "lost",
-    "reconciled",
-    "time to recover; its outage (worst fault)",
-    "faults",
-];
-
-fn cells(outcome: &Outcome) -> [String; 9] {
-    let recovery = match outcome.worst_recovery() {
-        Some(worst) => format!(
-            "{:.1} s; {:.1} s",
-            worst.recovered_in.as_secs_f64(),
-            worst.repaired_in.as_secs_f64()
-        ),
-        None => "-".to_owned(),
-    };
-    [
-        outcome.scenario.name().to_owned(),
-        outcome.events.to_string(),
-        outcome.duplicates_sent.to_string(),
-        outcome.replayed.to_string(),
-        outcome.reconciliation.doubled_events.to_string(),
-        outcome.reconciliation.lost_events.to_string(),
-        if outcome.ok() { "yes" } else { "NO" }.to_owned(),
-        recovery,
-        outcome.faults.len().to_string(),
-    ]
-}
-
-/// One scenario as a line, for the log as it goes.
-fn row(outcome: &Outcome) -> String {
-    HEADER
-        .iter()
-        .zip(cells(outcome))
-        .map(|(name, cell)| format!("{name}: {cell}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The run as a Markdown table.
-pub fn table(outcomes: &[Outcome]) -> String {
-    let mut lines = vec![
-        format!("| {} |", HEADER.join(" | ")),
-        format!("|{}", "---|".repeat(HEADER.len())),
-    ];
-    lines.extend(
-        outcomes
-            .iter()
-            .map(|outcome| format!("| {} |", cells(outcome).join(" | "))),
-    );
-    lines.join("\n")
-}
-
-fn report(args: &ChaosArgs, seed: u64, outcomes: &[Outcome]) -> serde_json::Value {
-    let scenarios: Vec<serde_json::Value> = outcomes
-        .iter()
-        .map(|o| {
-            let r = &o.reconciliation;
-            serde_json::json!({
-                "scenario": o.scenario.name(),
-                "events": o.events,
-                "duplicates_sent": o.duplicates_sent,
-                "replayed": o.replayed,
-                "applied_twice": r.doubled_events,
-                "lost": r.lost_events,
-                "reconciled": o.ok(),
-                "ledger_rows_delta": r.ledger_rows_delta,
-                "expected_ledger_rows": r.expected_ledger_rows,
-                "parked_rows_delta": r.parked_rows_delta,
-                "expected_parked_rows": r.expected_parked_rows,
-                "parked_reason_differences": r.parked_reason_differences
-                    .iter()
-                    .map(|(k, (parked, sent))| (k.clone(), serde_json::json!({"parked": parked, "sent": sent})))
-                    .collect::<BTreeMap<_, _>>(),
-                "faults": o.faults.iter().map(|f| serde_json::json!({
-                    "fault": f.what,
-                    "repaired_in_seconds": f.repaired_in.as_secs_f64(),
-                    "recovered_in_seconds": f.recovered_in.as_secs_f64(),
-                })).collect::<Vec<_>>(),
-                "time_to_recover_seconds": o.worst_recovery().map(|f| f.recovered_in.as_secs_f64()),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "topic": args.target.topic,
-        "rate": args.rate,
-        "scenario_seconds": args.scenario_seconds,
-        "seed": seed,
-        "ok": outcomes.iter().all(Outcome::ok),
-        "scenarios": scenarios,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn outcome(doubled: u64, faults: &[f64]) -> Outcome {
-        Outcome {
-            scenario: Scenario::KillConsumer,
-            events: 1000,
-            duplicates_sent: 50,
-            replayed: 0,
-            faults: faults
-                .iter()
-                .map(|s| Fault {
-                    what: "kill".into(),
-                    repaired_in: Duration::from_secs_f64(s / 4.0),
-                    recovered_in: Duration::from_secs_f64(*s),
-                })
-                .collect(),
-            drained: true,
-            reconciliation: Reconciliation {
-                ok: doubled == 0,
-                mismatched_skus: 0,
-                over_reserved_skus: 0,
-                lost_events: 0,
-                doubled_events: doubled,
-                ledger_rows_delta: 940,
-                expected_ledger_rows: 940,
-                parked_rows_delta: 10,
-                expected_parked_rows: 10,
-                parked_reason_differences: BTreeMap::new(),
-            },
-        }
-    }
-
-    #[test]
-    fn the_table_shows_the_worst_recovery_and_the_verdict() {
-        let text = table(&[outcome(0, &[1.25, 3.5, 2.0]), outcome(2, &[])]);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4);
-        assert_eq!(
-            lines[2],
-            "| kill-consumer | 1000 | 50 | 0 | 0 | 0 | yes | 3.5 s; 0.9 s | 3 |"
-        );
-        assert_eq!(
-            lines[3],
-            "| kill-consumer | 1000 | 50 | 0 | 2 | 0 | NO | - | 0 |"
-        );
-    }
-
-    #[test]
-    fn a_scenario_that_did_not_drain_is_not_ok() {
-        let mut stalled = outcome(0, &[1.0]);
-        stalled.drained = false;
-        assert!(!stalled.ok());
-        assert!(outcome(0, &[1.0]).ok());
     }
 }

@@ -1,0 +1,21 @@
+//! What a person gets from a run: the JSON report of SPEC §9 with a summary
+//! on the terminal and the picture beside the report; for a chaos run, its
+//! table and JSON report.
+
+pub mod chaos_report;
+pub mod chart;
+pub mod report;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes a JSON report (pretty, one trailing newline), creating its folder.
+pub fn write_json(path: &Path, json: &serde_json::Value) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(json)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
