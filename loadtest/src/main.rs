@@ -1,4 +1,4 @@
-//! `inbox-loadgen`: the load generator of SPEC §9. It drives a running
+//! `inbox-loadgen`: the load generator of docs/design.md#load-generator. It drives a running
 //! `inventory-inbox run` consumer through Kafka and judges it from its
 //! database, never from its own word.
 //!

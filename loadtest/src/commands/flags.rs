@@ -8,7 +8,7 @@ use clap::Args;
 use crate::probes::database::Database;
 use crate::workload::generate::MixConfig;
 
-/// The consumer under test, as the service itself is configured (SPEC §8).
+/// The consumer under test, as the service itself is configured (docs/design.md#configuration).
 #[derive(Debug, Args)]
 pub struct Target {
     /// The consumer's database (its password is never printed).

@@ -21,7 +21,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::verdict::latency::{seconds_between, Sample, SpikeOutcome};
 
-/// The end-to-end budget of SPEC §1, in milliseconds.
+/// The end-to-end p95 budget (docs/design.md#numbers), in milliseconds.
 const SLO_MS: f64 = 45.0;
 
 const WIDTH: u32 = 1000;

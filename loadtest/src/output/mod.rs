@@ -1,4 +1,4 @@
-//! What a person gets from a run: the JSON report of SPEC §9 with a summary
+//! What a person gets from a run: the JSON report of docs/design.md#load-generator with a summary
 //! on the terminal and the picture beside the report; for a chaos run, its
 //! table and JSON report.
 

@@ -1,4 +1,4 @@
-//! The run's findings as the JSON report of SPEC §9 (every required key
+//! The run's findings as the JSON report of docs/design.md#load-generator (every required key
 //! always present, in the units its name says) and as a short summary for a
 //! person at the terminal.
 

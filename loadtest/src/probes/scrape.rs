@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 
 use crate::verdict::histogram::{Buckets, Scraped};
 
-/// The consumer's histogram of poll -> DB commit per batch (SPEC §10).
+/// The consumer's histogram of poll -> DB commit per batch (docs/design.md#observability).
 const BATCH_DURATION: &str = "inbox_batch_duration_seconds";
 /// Longest wait for one scrape.
 const SCRAPE_TIMEOUT: Duration = Duration::from_millis(400);

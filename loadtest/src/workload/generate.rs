@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use uuid::Uuid;
 
-/// The reasons the generator produces, round-robin: every code of SPEC §6
+/// The reasons the generator produces, round-robin: every code of docs/design.md#outcomes
 /// that a record can carry by itself. `event_id_conflict` (an id reused for
 /// another payload) depends on which copy the consumer sees first and
 /// `db_rejected` on the database refusing a valid-looking record, so neither
@@ -30,7 +30,7 @@ pub const POISON_REASONS: &[ParkReason] = ParkReason::ALL.split_at(12).0;
 const OUTSIDE_WINDOW_AGE_DAYS: i64 = 30;
 /// How far ahead an `event_time_in_future` event is: past the 2 premade days.
 const FUTURE_DAYS: i64 = 5;
-/// Most lines of a generated order (SPEC allows 100; real carts are small).
+/// Most lines of a generated order (the event allows 100; real carts are small).
 const MAX_LINES_PER_ORDER: usize = 5;
 /// Largest quantity of a generated line.
 const MAX_QUANTITY_PER_LINE: i32 = 5;

@@ -1,5 +1,5 @@
 //! `inbox-loadgen chaos`: faults under load, each followed by a
-//! reconciliation (SPEC §9; the fault suite of the service's contract).
+//! reconciliation (docs/design.md#load-generator; the fault suite of the service's contract).
 //!
 //! One run goes through the scenarios in order, on one topic and database.
 //! Each one starts its consumers, produces `--scenario-seconds` of the mix at
