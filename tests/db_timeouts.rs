@@ -16,11 +16,7 @@ async fn a_batch_behind_a_held_lock_gives_up_and_is_retried() {
     db.seed_stock(&[("SKU-1", 1_000)]).await;
 
     // Another session holds the stock row.
-    let mut holder = db.pool.begin().await.expect("begin");
-    sqlx::query("SELECT * FROM inventory_stock WHERE sku = 'SKU-1' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .expect("lock the row");
+    let holder = db.hold_stock_row("SKU-1").await;
 
     let spec = ConsumerSpec::new(&db, &topic).env("DB_LOCK_TIMEOUT_MS", "200");
     let consumer = spec.start();

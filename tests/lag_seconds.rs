@@ -27,11 +27,7 @@ async fn lag_in_seconds_grows_while_records_wait_and_is_zero_once_applied() {
 
     // Another session holds the stock row: partition 0's batch is rolled
     // back after the lock timeout and retried, its records held meanwhile.
-    let mut holder = db.pool.begin().await.expect("begin");
-    sqlx::query("SELECT * FROM inventory_stock WHERE sku = 'SKU-1' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .expect("lock the row");
+    let holder = db.hold_stock_row("SKU-1").await;
     let spec = ConsumerSpec::new(&db, &topic).env("DB_LOCK_TIMEOUT_MS", "200");
     let consumer = spec.start();
     let records: Vec<Outgoing> = (0..5)

@@ -15,11 +15,7 @@ async fn a_draining_consumer_is_unready_and_still_finishes_its_batch() {
     db.seed_stock(&[("SKU-1", 1_000)]).await;
 
     // The batch in hand waits behind a held stock row, so the drain lasts.
-    let mut holder = db.pool.begin().await.expect("begin");
-    sqlx::query("SELECT * FROM inventory_stock WHERE sku = 'SKU-1' FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .expect("lock the row");
+    let holder = db.hold_stock_row("SKU-1").await;
     let spec = ConsumerSpec::new(&db, &topic).env("DB_LOCK_TIMEOUT_MS", "200");
     let mut consumer = spec.start();
     let records: Vec<Outgoing> = (0..3)

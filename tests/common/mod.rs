@@ -14,7 +14,7 @@ pub mod proxy;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -251,6 +251,19 @@ impl TestDb {
         }
     }
 
+    /// Another session holding a stock row (`FOR UPDATE`) until the returned
+    /// transaction is rolled back: a batch that needs the row waits for it,
+    /// and gives up after the consumer's lock timeout.
+    pub async fn hold_stock_row(&self, sku: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut holder = self.pool.begin().await.expect("begin");
+        sqlx::query("SELECT * FROM inventory_stock WHERE sku = $1 FOR UPDATE")
+            .bind(sku)
+            .execute(&mut *holder)
+            .await
+            .expect("lock the row");
+        holder
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         sqlx::query_scalar(sql)
             .fetch_one(&self.pool)
@@ -471,6 +484,14 @@ pub fn order_at(order_id: &str, lines: &[(&str, i32)], occurred_at: DateTime<Utc
             })
             .collect(),
     }
+}
+
+/// A configuration template of the local services (`scripts/services/`),
+/// which the private servers read as `scripts/services.sh` does.
+pub fn services_template(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/services")
+        .join(name)
 }
 
 /// The service binary built by cargo for these tests.

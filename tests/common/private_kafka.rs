@@ -281,39 +281,30 @@ impl PrivateKafka {
             .join(",");
         let replicas = self.nodes.len();
         let min_insync = replicas.min(2);
-        let config = format!(
-            "process.roles=broker,controller\n\
-             node.id={id}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-             inter.broker.listener.name=PLAINTEXT\n\
-             controller.listener.names=CONTROLLER\n\
-             controller.quorum.voters={voters}\n\
-             log.dirs={data}\n\
-             auto.create.topics.enable=false\n\
-             unclean.leader.election.enable=false\n\
-             default.replication.factor={replicas}\n\
-             min.insync.replicas={min_insync}\n\
-             offsets.topic.replication.factor={replicas}\n\
-             offsets.topic.num.partitions={OFFSETS_PARTITIONS}\n\
-             transaction.state.log.replication.factor={replicas}\n\
-             transaction.state.log.min.isr={min_insync}\n\
-             transaction.state.log.num.partitions=3\n\
-             share.coordinator.state.topic.replication.factor={replicas}\n\
-             share.coordinator.state.topic.min.isr={min_insync}\n\
-             group.initial.rebalance.delay.ms=0\n\
-             group.consumer.min.session.timeout.ms=6000\n\
-             group.consumer.session.timeout.ms=10000\n\
-             group.consumer.min.heartbeat.interval.ms=500\n\
-             group.consumer.heartbeat.interval.ms=1000\n\
-             broker.session.timeout.ms=6000\n\
-             broker.heartbeat.interval.ms=1000\n\
-             num.network.threads=2\n\
-             num.io.threads=2\n\
-             num.replica.fetchers=1\n",
-            data = self.dir.join(format!("data-{id}")).display()
-        );
+        let data = self.dir.join(format!("data-{id}"));
+        // The settings of every Kafka node of the project, then this node's
+        // own (a later line wins).
+        let shared = std::fs::read_to_string(super::services_template("kafka-server.properties"))
+            .expect("read scripts/services/kafka-server.properties");
+        let config = shared
+            .replace("@NODE_ID@", &id.to_string())
+            .replace("@PORT@", &port.to_string())
+            .replace("@CONTROLLER_PORT@", &controller.to_string())
+            .replace("@QUORUM@", &format!("controller.quorum.voters={voters}"))
+            .replace("@DATA_DIR@", &data.display().to_string())
+            .replace("@REPLICAS@", &replicas.to_string())
+            .replace("@INTERNAL_PARTITIONS@", &OFFSETS_PARTITIONS.to_string())
+            .replace("@INTERNAL_MIN_ISR@", &min_insync.to_string())
+            + &format!(
+                "\n# A private node's own: replicated topics need two copies, a dead\n\
+                 # node is fenced within seconds, few threads on two cores.\n\
+                 min.insync.replicas={min_insync}\n\
+                 broker.session.timeout.ms=6000\n\
+                 broker.heartbeat.interval.ms=1000\n\
+                 num.network.threads=2\n\
+                 num.io.threads=2\n\
+                 num.replica.fetchers=1\n"
+            );
         std::fs::write(self.config_path(id), config).expect("write server.properties");
     }
 

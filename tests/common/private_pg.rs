@@ -80,8 +80,12 @@ impl PrivatePostgres {
                 "--no-sync",
             ],
         );
+        // The settings of every PostgreSQL of the project, then this
+        // server's own (a later line wins).
+        let shared = std::fs::read_to_string(super::services_template("postgresql.conf"))
+            .expect("read scripts/services/postgresql.conf");
         let settings = format!(
-            "\n# private test server\nport = {port}\nlisten_addresses = '127.0.0.1'\n\
+            "\n{shared}\n# private test server\nport = {port}\nlisten_addresses = '127.0.0.1'\n\
              unix_socket_directories = '{}'\n\
              # The test stops the server cleanly; surviving an OS crash is not its subject.\n\
              fsync = off\n{extra_settings}\n",

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# What the local services need on a fresh machine, installed idempotently
+# (quick when everything is there): PostgreSQL 15, Java, Maven and kcat from
+# Debian's packages, and Kafka's jars from Maven Central (scripts/kafka/pom.xml)
+# into .local/kafka/libs. Run by `scripts/services.sh up` and `make services-up`.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/services/common.sh"
+source "$SERVICES_DIR/postgres.sh"
+source "$SERVICES_DIR/kafka.sh"
+
+APT_UPDATED=0
+apt_install() {
+    if ((EUID != 0)); then
+        die "need root to install $* (run as root, or install them first)"
+    fi
+    if ((APT_UPDATED == 0)); then
+        log "apt-get update"
+        apt-get update -qq
+        APT_UPDATED=1
+    fi
+    log "installing $*"
+    DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_packages() {
+    if [[ ! -x $PG_BIN/postgres ]]; then
+        # Our cluster lives in .local/pg; the Debian package would otherwise
+        # create (and may start) a "main" cluster on the same port 5432. So
+        # install postgresql-common first and switch that off before the server.
+        command -v pg_conftool >/dev/null || apt_install postgresql-common
+        pg_conftool /etc/postgresql-common/createcluster.conf set create_main_cluster off
+        apt_install postgresql-15 postgresql-client-15
+    fi
+    local missing=()
+    command -v kcat >/dev/null || missing+=(kcat)
+    command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+    command -v mvn >/dev/null || missing+=(maven)
+    if ((${#missing[@]})); then
+        apt_install "${missing[@]}"
+    fi
+    [[ -x $PG_BIN/postgres ]] || die "$PG_BIN/postgres is still missing after installing postgresql-15"
+}
+
+kafka_libs_fetch() {
+    local want
+    want=$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)
+    if [[ -f $KAFKA_LIBS_MARKER && $(cat "$KAFKA_LIBS_MARKER") == "$want" ]]; then
+        return 0
+    fi
+    if kafka_running; then
+        log "scripts/kafka/pom.xml changed: stopping kafka to swap its jars"
+        kafka_stop_all
+    fi
+    log "fetching Kafka jars from Maven Central into $KAFKA_LIBS"
+    local tmp="$KAFKA_DIR/libs.tmp"
+    rm -rf "$tmp"
+    mkdir -p "$KAFKA_DIR"
+    if ! mvn -B -q -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >"$KAFKA_DIR/mvn.log" 2>&1; then
+        tail_log "$KAFKA_DIR/mvn.log"
+        die "mvn could not fetch the Kafka jars (scripts/kafka/pom.xml)"
+    fi
+    ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || die "mvn ran but $tmp has no kafka_2.13 jar"
+    echo "$want" >"$tmp/.complete"
+    rm -rf "$KAFKA_LIBS"
+    mv "$tmp" "$KAFKA_LIBS"
+}
+
+ensure_packages
+mkdir -p "$KAFKA_DIR"
+kafka_libs_fetch
