@@ -65,6 +65,9 @@ kafka_libs_fetch() {
     mv "$tmp" "$KAFKA_LIBS"
 }
 
+((EUID == 0)) || die "run as root (it installs Debian packages)"
+# On its own it takes the lock of up/down: swapping Kafka's jars stops Kafka.
+[[ -n ${SERVICES_LOCKED:-} ]] || lock
 ensure_packages
 mkdir -p "$KAFKA_DIR"
 kafka_libs_fetch

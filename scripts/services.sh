@@ -52,7 +52,9 @@ cmd_up() {
     done
     ((EUID == 0)) || die "run as root (postgres is started as the postgres user)"
     lock
-    "$HERE/service-deps.sh"
+    # fd 9 closed: nothing the installs start may hold the lock (it stays
+    # held here).
+    "$HERE/service-deps.sh" 9>&-
     pg_init
     pg_start
     pg_wait_ready

@@ -14,7 +14,7 @@ use prometheus::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::batch::{InboundRecord, PartitionKey};
+use crate::batch::InboundRecord;
 use crate::event::ParkReason;
 
 /// Latency buckets in seconds: fine steps between 5 and 60 ms so a p95 near
@@ -250,9 +250,9 @@ impl Metrics {
     }
 }
 
-/// Per partition this member owns, the oldest record it has received and not
+/// Per partition this member owns, the oldest record it holds and has not
 /// yet applied: its offset and Kafka timestamp. The rebalance callback tells
-/// it the partitions owned, the pipeline what it receives and applies; a
+/// it the partitions owned, the pipeline what it holds after each step; a
 /// scrape reads the ages.
 #[derive(Default)]
 pub struct LagClock {
@@ -266,44 +266,24 @@ struct Clock {
 }
 
 impl LagClock {
-    /// A record polled from Kafka (records of a partition arrive in order).
-    pub fn received(&self, record: &InboundRecord) {
-        if let Some(timestamp) = record.timestamp {
-            self.clock
-                .lock()
-                .expect("lag clock lock")
-                .oldest
-                .entry(record.partition)
-                .or_insert((record.offset, timestamp));
-        }
-    }
-
-    /// Records applied up to `next` (per partition, the next offset); the
-    /// oldest unapplied record of those partitions is now the first `held`
-    /// one, if any.
-    pub fn applied<'a>(
-        &self,
-        next: &BTreeMap<PartitionKey, i64>,
-        held: impl Iterator<Item = &'a InboundRecord> + Clone,
-    ) {
-        let oldest = &mut self.clock.lock().expect("lag clock lock").oldest;
-        for ((_, partition), next) in next {
-            if oldest
-                .get(partition)
-                .is_some_and(|(offset, _)| offset >= next)
-            {
-                continue;
+    /// The records this member holds unapplied now (after it gathered a
+    /// round, applied one, or polled while retrying): each partition's
+    /// oldest of them. Called once per round, not per record.
+    pub fn holding<'a>(&self, held: impl Iterator<Item = &'a InboundRecord>) {
+        let mut oldest: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+        for record in held {
+            if let Some(timestamp) = record.timestamp {
+                let entry = oldest
+                    .entry(record.partition)
+                    .or_insert((record.offset, timestamp));
+                if record.offset < entry.0 {
+                    *entry = (record.offset, timestamp);
+                }
             }
-            let first = held
-                .clone()
-                .filter(|r| r.partition == *partition && r.offset >= *next)
-                .filter_map(|r| Some((r.offset, r.timestamp?)))
-                .min();
-            match first {
-                Some(first) => oldest.insert(*partition, first),
-                None => oldest.remove(partition),
-            };
         }
+        let mut clock = self.clock.lock().expect("lag clock lock");
+        oldest.retain(|partition, _| clock.owned.contains(partition));
+        clock.oldest = oldest;
     }
 
     /// The partitions this member owns now (after a rebalance); what it
@@ -421,21 +401,20 @@ mod tests {
         let clock = LagClock::default();
         clock.owned([0, 1].into_iter());
         let held = [
-            record(0, 10, 1_000),
             record(0, 11, 1_500),
+            record(0, 10, 1_000),
             record(1, 4, 2_000),
         ];
-        for r in &held {
-            clock.received(r);
-        }
+        clock.holding(held.iter());
         assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 2.0), (1, 1.0)]));
         // Offset 10 applied: 11 is the oldest of partition 0 now.
-        let next = BTreeMap::from([(("t".to_owned(), 0), 11)]);
-        clock.applied(&next, held[1..].iter());
+        clock.holding([&held[0], &held[2]].into_iter());
         assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 1.5), (1, 1.0)]));
+        // A partition read again from an earlier offset: its oldest is older.
+        clock.holding([record(0, 3, 500)].iter());
+        assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 2.5), (1, 0.0)]));
         // Everything applied: nothing is late.
-        let next = BTreeMap::from([(("t".to_owned(), 0), 12), (("t".to_owned(), 1), 5)]);
-        clock.applied(&next, [].iter());
+        clock.holding([].iter());
         assert_eq!(clock.ages(3_000), BTreeMap::from([(0, 0.0), (1, 0.0)]));
     }
 
@@ -443,7 +422,7 @@ mod tests {
     fn a_revoked_partition_has_no_lag_here() {
         let clock = LagClock::default();
         clock.owned([2, 3].into_iter());
-        clock.received(&record(3, 0, 0));
+        clock.holding([record(3, 0, 0)].iter());
         clock.owned([2].into_iter());
         assert_eq!(clock.ages(1_000), BTreeMap::from([(2, 0.0)]));
     }
@@ -452,7 +431,7 @@ mod tests {
     fn every_owned_partition_has_a_lag_in_seconds_at_each_scrape() {
         let metrics = Metrics::new();
         metrics.lag_clock.owned([0, 1].into_iter());
-        metrics.lag_clock.received(&record(1, 40, 1_000));
+        metrics.lag_clock.holding([record(1, 40, 1_000)].iter());
         metrics.set_lag_seconds(1_250);
         let text = metrics.render_without_refresh();
         assert!(text.contains("inbox_consumer_lag_seconds{partition=\"0\"} 0\n"));

@@ -38,8 +38,9 @@ pub enum ServiceError {
 ///
 /// The background tasks (the metrics endpoint, the signal handler,
 /// maintenance) are stopped by one `finished` signal once the consumer has
-/// closed, and joined: nothing outlives `run`. The metrics endpoint serves
-/// the whole drain, with `/readyz` unready from the signal on.
+/// closed, and joined (a maintenance run in progress finishes first; a
+/// scrape in progress is cut). The metrics endpoint serves the whole drain,
+/// with `/readyz` unready from the signal on.
 pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
@@ -93,7 +94,9 @@ async fn consume_until_shutdown(
     loop {
         match maintain_and_load(&pool, &inbox, args.database.retention()).await {
             Ok(()) => break,
-            Err(error @ store::StoreError::Transient { .. }) if !*shutdown.borrow() => {
+            // Stopped before the database ever answered: nothing to drain.
+            Err(store::StoreError::Transient { .. }) if *shutdown.borrow() => return Ok(()),
+            Err(error @ store::StoreError::Transient { .. }) => {
                 tracing::warn!(%error, "database not reachable at start-up; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));

@@ -56,8 +56,10 @@ pub enum TelemetryError {
     },
     #[error("{variable}: not an http:// or https:// URL")]
     Endpoint { variable: &'static str },
-    #[error("OpenTelemetry exporter: {0}")]
-    Exporter(String),
+    /// The exporter's own words are not shown: they can quote the endpoint,
+    /// credentials included.
+    #[error("OTEL_EXPORTER_OTLP_*: the OTLP exporter refused this configuration")]
+    Exporter,
 }
 
 /// The tracer of the running service; `Telemetry::off()` when no endpoint
@@ -129,7 +131,7 @@ impl Telemetry {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .build()
-            .map_err(|error| TelemetryError::Exporter(error.to_string()))?;
+            .map_err(|_| TelemetryError::Exporter)?;
         let mut resource = Resource::builder();
         if vars("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name(env!("CARGO_PKG_NAME"));

@@ -41,4 +41,6 @@ lock() {
     exec 9>"$LOCAL/.services.lock"
     flock -w "$LOCK_TIMEOUT" 9 ||
         die "another scripts/services.sh up/down held $LOCAL/.services.lock for ${LOCK_TIMEOUT}s"
+    # For scripts run while it is held (scripts/service-deps.sh).
+    export SERVICES_LOCKED=1
 }

@@ -12,6 +12,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::kafka;
 use crate::store::{BatchOutcome, StoreError};
 
 use super::observe::{BatchCommitted, BatchRolledBack};
@@ -61,7 +62,12 @@ impl Pipeline {
                         (batch, done, None)
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "batch rolled back; retrying");
+                        // Retried at once, in order, by apply_with_retry.
+                        BatchRolledBack {
+                            error: &error,
+                            retry_in: Duration::ZERO,
+                        }
+                        .emit(&self.metrics);
                         (Vec::new(), BatchOutcome::default(), Some((batch, error)))
                     }
                 }
@@ -95,7 +101,7 @@ impl Pipeline {
                 }
                 // Shutdown gave up on the database: later batches of the same
                 // partitions must not be applied past the abandoned one.
-                None if *poll.shutdown.borrow() => break,
+                None if poll.draining() => break,
                 None => {}
             }
         }
@@ -145,7 +151,7 @@ impl Pipeline {
                         retry_in: wait,
                     }
                     .emit(&self.metrics);
-                    if *poll.shutdown.borrow() {
+                    if poll.draining() {
                         let since = *retrying.shutdown_since.get_or_insert_with(Instant::now);
                         if since.elapsed() > SHUTDOWN_GRACE {
                             tracing::warn!(reason = error.retry_reason(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
@@ -189,7 +195,10 @@ impl Pipeline {
                 message = self.consumer.recv() => {
                     gone.extend(self.purge_revoked(records, carry));
                     if let Ok(message) = message {
-                        carry.push_back(self.received(&message));
+                        carry.push_back(kafka::to_record(&message));
+                        self.metrics
+                            .lag_clock
+                            .holding(records.iter().chain(carry.iter()));
                     }
                     // Partitions assigned meanwhile are paused too.
                     self.pause_all();
@@ -247,6 +256,9 @@ impl Pipeline {
         let again = |r: &InboundRecord| positions.contains_key(&(r.topic.clone(), r.partition));
         records.retain(|r| !again(r));
         carry.retain(|r| !again(r));
+        self.metrics
+            .lag_clock
+            .holding(records.iter().chain(carry.iter()));
     }
 
     fn pause_all(&self) -> bool {

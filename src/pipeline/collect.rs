@@ -61,7 +61,7 @@ impl Pipeline {
                     }
                 };
                 self.purge_revoked(&mut records, &mut poll.carry);
-                message.map(|m| self.received(&m))
+                message.map(|m| kafka::to_record(&m))
             };
             match polled {
                 Ok(record) => records.push(record),
@@ -84,6 +84,9 @@ impl Pipeline {
             }
         }
         self.purge_revoked(&mut records, &mut poll.carry);
+        self.metrics
+            .lag_clock
+            .holding(records.iter().chain(poll.carry.iter()));
         let started = deadline.map(|d| (d - self.settings.linger).into_std());
         match started {
             Some(started) if !records.is_empty() => Some((records, started)),
@@ -102,17 +105,6 @@ impl Pipeline {
         &self,
     ) -> Option<rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>> {
         (0..4).find_map(|_| self.consumer.recv().now_or_never())
-    }
-
-    /// A record polled from Kafka, copied, and counted as held (lag in
-    /// seconds).
-    pub(super) fn received(
-        &self,
-        message: &rdkafka::message::BorrowedMessage<'_>,
-    ) -> InboundRecord {
-        let record = kafka::to_record(message);
-        self.metrics.lag_clock.received(&record);
-        record
     }
 
     /// Drops held records of partitions revoked since the last look, and

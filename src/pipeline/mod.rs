@@ -102,12 +102,17 @@ pub enum PipelineError {
     Kafka(#[from] rdkafka::error::KafkaError),
 }
 
-/// Where the loop is.
+/// Where the loop is. Two more states are read where they apply: a batch
+/// the database refuses is retrying (`apply::Retrying`), and the loop is
+/// draining once the shutdown signal turned true ([`Poll::draining`]): the
+/// round in hand is finished (a batch the database still refuses is given
+/// up after a grace period, uncommitted), nothing new is polled, what the
+/// database has is committed, the group left.
 enum Phase {
     /// Polling and applying rounds.
     Consuming,
-    /// librdkafka gave up on this consumer: the round in hand is finished,
-    /// what the database has is committed, and `run` reports the error.
+    /// librdkafka gave up on this consumer: stop as when draining, and
+    /// `run` reports the error.
     Failed(rdkafka::error::KafkaError),
 }
 
@@ -125,9 +130,14 @@ struct Poll {
 }
 
 impl Poll {
-    /// Draining (shutdown asked) or failed: no new round starts.
+    /// Shutdown asked (SIGTERM/SIGINT): finish the round in hand only.
+    fn draining(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Draining or failed: no new round starts.
     fn stopping(&self) -> bool {
-        !matches!(self.phase, Phase::Consuming) || *self.shutdown.borrow()
+        self.draining() || matches!(self.phase, Phase::Failed(_))
     }
 }
 
@@ -176,9 +186,8 @@ impl Pipeline {
         poll: &Poll,
         failpoint: &mut FailPoint,
     ) {
-        let next = batch::next_offsets(records);
-        self.metrics.lag_clock.applied(&next, poll.carry.iter());
-        let committed = self.offsets.advance(&next);
+        self.metrics.lag_clock.holding(poll.carry.iter());
+        let committed = self.offsets.advance(&batch::next_offsets(records));
         RoundApplied { outcome }.emit(&self.metrics);
         if let Some(dlq) = &self.dlq {
             publish_parked(dlq, records, outcome);

@@ -31,7 +31,7 @@ pub struct Connection<'a> {
 }
 
 /// A pool of connections to the inventory database: one for each of `lanes`
-/// concurrent batches (each keeps its own, see [`Inbox`]) and one more for
+/// concurrent batches (each keeps its own, see [`super::Inbox`]) and one more for
 /// everything else (the window, maintenance).
 pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, StoreError> {
     let options: PgConnectOptions = connection.url.parse().map_err(|_| StoreError::Rejected {

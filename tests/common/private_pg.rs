@@ -292,8 +292,6 @@ impl PrivatePostgres {
         self.dir.join("data").display().to_string()
     }
 
-    /// Runs a PostgreSQL program as the server user; panics with its output
-    /// and the server log when it fails.
     /// `server.crt` and `server.key` (PostgreSQL's default file names) in
     /// the data directory, owned by the server user; and only TLS for TCP.
     fn make_certificate(&self) {
@@ -334,6 +332,8 @@ impl PrivatePostgres {
             .expect("write pg_hba.conf");
     }
 
+    /// Runs a PostgreSQL program as the server user; panics with its output
+    /// and the server log when it fails.
     fn run(&self, program: &str, args: &[&str]) {
         let program = Path::new(BIN_DIR).join(program);
         let output = as_server_user(&program, args)
