@@ -106,17 +106,7 @@ async fn passwords_never_reach_logs_or_errors() {
 /// Runs `inventory-inbox run` against a database until it exits; returns
 /// its status and what it printed.
 async fn run_until_exit(database_url: &str, topic: &str) -> (std::process::ExitStatus, String) {
-    let mut consumer = ConsumerSpec {
-        bootstrap: KAFKA.into(),
-        database_url: database_url.into(),
-        topic: topic.into(),
-        group: unique("group"),
-        consumer_name: "inventory-allocation-service".into(),
-        dlq_topic: String::new(),
-        extra_env: vec![],
-        args: vec![],
-    }
-    .start();
+    let mut consumer = ConsumerSpec::at(database_url, topic).start();
     let status = consumer.wait(Duration::from_secs(30)).await;
     (status, consumer.log_text())
 }

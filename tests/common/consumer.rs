@@ -28,10 +28,16 @@ pub struct ConsumerSpec {
 }
 
 impl ConsumerSpec {
+    /// A consumer of `topic` on the test's database, as its application role.
     pub fn new(db: &TestDb, topic: &str) -> ConsumerSpec {
+        ConsumerSpec::at(&db.app_url, topic)
+    }
+
+    /// A consumer of `topic` on any database.
+    pub fn at(database_url: &str, topic: &str) -> ConsumerSpec {
         ConsumerSpec {
             bootstrap: KAFKA.into(),
-            database_url: db.app_url.clone(),
+            database_url: database_url.into(),
             topic: topic.into(),
             group: unique("group"),
             consumer_name: "inventory-allocation-service".into(),
