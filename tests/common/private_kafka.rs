@@ -296,11 +296,9 @@ impl PrivateKafka {
             .replace("@INTERNAL_PARTITIONS@", &OFFSETS_PARTITIONS.to_string())
             .replace("@INTERNAL_MIN_ISR@", &min_insync.to_string())
             + &format!(
-                "\n# A private node's own: replicated topics need two copies, a dead\n\
-                 # node is fenced within seconds, few threads on two cores.\n\
+                "\n# A private node's own: replicated topics need two copies, few\n\
+                 # threads on two cores.\n\
                  min.insync.replicas={min_insync}\n\
-                 broker.session.timeout.ms=6000\n\
-                 broker.heartbeat.interval.ms=1000\n\
                  num.network.threads=2\n\
                  num.io.threads=2\n\
                  num.replica.fetchers=1\n"
