@@ -4,8 +4,9 @@
 # fresh database, as the owner role, as the init containers of three pods
 # could; then `run` as a least-privilege login, read-only root filesystem,
 # no capabilities, until /healthz answers; then SIGTERM, which must end it
-# with status 0. Not part of `make test`: it needs root and podman, and
-# where no registry is reachable it makes its own Debian base.
+# with status 0. tests/container_image.rs runs it in `make test` (as root,
+# with the tests' binary); where no registry is reachable it makes its own
+# Debian base.
 #
 # No registry is reachable from the development machine, so neither
 # debian:bookworm-slim nor a Rust image can be pulled. Instead:
