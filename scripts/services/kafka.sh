@@ -183,7 +183,15 @@ $(port_owner "$port")"
             -Dlog4j2.configurationFile="$REPO/scripts/kafka/log4j2.xml" \
             -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONFIG"
     ) </dev/null >>"$KAFKA_STDOUT" 2>&1 9>&- &
-    echo $! >"$KAFKA_PIDFILE"
+    local pid=$!
+    echo "$pid" >"$KAFKA_PIDFILE"
+    # Until the subshell has exec'd (setsid, then java), its command line is
+    # the shell's and kafka_pid would take the broker for gone.
+    local _
+    for _ in $(seq 50); do
+        [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") == *"kafka.Kafka "* ]] && break
+        sleep 0.1
+    done
 }
 
 # Start-up failures that mean the data dir is unusable (wiping it is fine
