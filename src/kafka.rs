@@ -150,6 +150,22 @@ impl CommittedOffsets {
         }
     }
 
+    /// Newly assigned partitions start at the database's positions: those
+    /// are the offsets to commit until a batch moves them, sent with the
+    /// unconfirmed ones (Kafka may hold an older offset, left by a member
+    /// that died between its database commit and its offset commit).
+    pub fn started_at(&self, starts: &BTreeMap<PartitionKey, i64>) {
+        let assigned = self.assigned.lock().expect("assigned lock");
+        let mut next = self.next.lock().expect("offsets lock");
+        let mut confirmed = self.confirmed.lock().expect("confirmed lock");
+        for (key, offset) in starts {
+            if assigned.contains(key) {
+                next.insert(key.clone(), *offset);
+                confirmed.remove(key);
+            }
+        }
+    }
+
     /// Every tracked offset, as a list to commit.
     pub fn all(&self) -> TopicPartitionList {
         to_list(self.next.lock().expect("offsets lock").iter())
@@ -266,11 +282,14 @@ impl ConsumerContext for InboxContext {
         );
         match error {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let positioned = match &self.positions {
+                let started = match &self.positions {
                     Some(source) => source.start_at_positions(consumer, partitions, &self.metrics),
-                    None => true,
+                    None => Some(BTreeMap::new()),
                 };
                 self.pre_rebalance(consumer, &Rebalance::Assign(partitions));
+                if let Some(started) = &started {
+                    self.offsets.started_at(started);
+                }
                 let assigned = if cooperative {
                     consumer.incremental_assign(partitions)
                 } else {
@@ -279,7 +298,7 @@ impl ConsumerContext for InboxContext {
                 if let Err(error) = assigned {
                     tracing::error!(%error, "assigning partitions failed");
                 }
-                if !positioned {
+                if started.is_none() {
                     // Shutting down before the database said where to start:
                     // read nothing of these partitions, commit nothing for them.
                     let _ = consumer.pause(partitions);
@@ -625,5 +644,20 @@ mod tests {
         let owned = tracked.advance(&BTreeMap::from([(key(0), 12), (key(1), 25)]));
         assert_eq!(owned, BTreeMap::from([(key(0), 12)]));
         assert_eq!(offsets(&tracked.all()), vec![(0, 12)]);
+    }
+
+    #[test]
+    fn a_start_at_the_databases_position_is_committed_until_confirmed() {
+        let tracked = assigned(&[0, 1]);
+        tracked.advance(&BTreeMap::from([(key(0), 10)]));
+        tracked.confirm(&tracked.all());
+        // Partition 1 starts at 40; partition 7 is not this member's.
+        tracked.started_at(&BTreeMap::from([(key(1), 40), (key(7), 3)]));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(1, 40)]);
+
+        tracked.confirm(&to_list(BTreeMap::from([(key(1), 40)]).iter()));
+        assert_eq!(tracked.unconfirmed().count(), 0);
+        tracked.advance(&BTreeMap::from([(key(1), 45)]));
+        assert_eq!(offsets(&tracked.unconfirmed()), vec![(1, 45)]);
     }
 }

@@ -170,27 +170,34 @@ impl PositionSource {
     /// database's position where it has one. A position older than the
     /// partition's log start (retention deleted what the database lacks) is
     /// reported loudly, counted, and the partition starts at its log start.
-    /// Returns false when shutdown came first (nothing was read).
+    /// Returns the offsets the partitions start at that Kafka is to hold
+    /// too (a member that died between a database commit and its offset
+    /// commit left Kafka's behind, and a partition with nothing more to read
+    /// would never carry it there); None when shutdown came first (nothing
+    /// was read).
     pub fn start_at_positions<C: ConsumerContext>(
         &self,
         consumer: &BaseConsumer<C>,
         assigned: &mut TopicPartitionList,
         metrics: &Metrics,
-    ) -> bool {
+    ) -> Option<BTreeMap<PartitionKey, i64>> {
         let partitions: Vec<PartitionKey> = assigned
             .elements()
             .iter()
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect();
-        let Some(positions) = self.read_blocking(&partitions) else {
-            return false;
-        };
+        let positions = self.read_blocking(&partitions)?;
+        let mut to_commit = BTreeMap::new();
         for ((topic, partition), next) in &positions {
             let start = checked_start(consumer, topic, *partition, *next, metrics);
             if let Err(error) =
-                assigned.set_partition_offset(topic, *partition, Offset::Offset(start))
+                assigned.set_partition_offset(topic, *partition, Offset::Offset(start.offset))
             {
                 tracing::error!(%error, topic, partition, "cannot set the start offset");
+                continue;
+            }
+            if start.within_log {
+                to_commit.insert((topic.clone(), *partition), start.offset);
             }
         }
         tracing::info!(
@@ -198,7 +205,25 @@ impl PositionSource {
             from_kafka = partitions.len() - positions.len(),
             "start offsets of the assigned partitions: the database's positions, Kafka's committed offsets where it has none"
         );
-        true
+        Some(to_commit)
+    }
+}
+
+/// The offset a partition starts at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    pub offset: i64,
+    /// False for a position past the partition's end, where Kafka's reset
+    /// policy decides instead: not an offset to commit.
+    pub within_log: bool,
+}
+
+impl Start {
+    fn within_log(offset: i64) -> Start {
+        Start {
+            offset,
+            within_log: true,
+        }
     }
 }
 
@@ -213,7 +238,7 @@ pub fn checked_start<C: ConsumerContext>(
     partition: i32,
     next: i64,
     metrics: &Metrics,
-) -> i64 {
+) -> Start {
     match consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)) {
         Ok((log_start, _)) if next < log_start => {
             let missing = log_start - next;
@@ -226,7 +251,7 @@ pub fn checked_start<C: ConsumerContext>(
                 "the database's position is older than the partition's earliest offset: {missing} records it lacks cannot be read again (retention deleted them); continuing from the earliest offset"
             );
             metrics.position_gaps.inc_by(missing.unsigned_abs());
-            log_start
+            Start::within_log(log_start)
         }
         Ok((_, end)) if next > end => {
             tracing::warn!(
@@ -236,12 +261,15 @@ pub fn checked_start<C: ConsumerContext>(
                 end,
                 "the database's position is past the end of the partition (a re-created topic?); auto.offset.reset decides where it starts"
             );
-            next
+            Start {
+                offset: next,
+                within_log: false,
+            }
         }
-        Ok(_) => next,
+        Ok(_) => Start::within_log(next),
         Err(error) => {
             tracing::warn!(%error, topic, partition, "cannot read the partition's offsets; starting at the database's position unchecked");
-            next
+            Start::within_log(next)
         }
     }
 }

@@ -1,7 +1,9 @@
 //! An offset commit that never reached Kafka (refused during a rebalance,
 //! lost with the coordinator) is sent again, also when no later record on
 //! that partition brings another commit: the partition does not stay
-//! uncommitted, to be reread by the next owner.
+//! uncommitted, to be reread by the next owner. And a partition whose
+//! records the database has all, while Kafka's committed offset is older,
+//! gets the database's position committed though nothing is left to read.
 
 mod common;
 
@@ -55,4 +57,38 @@ async fn a_lost_offset_commit_is_sent_again_without_new_records() {
         consumer.log_text()
     );
     consumer.stop().await;
+}
+
+#[tokio::test]
+async fn kafka_gets_the_databases_position_with_nothing_left_to_read() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000)]).await;
+    let records: Vec<Outgoing> = (0..20)
+        .map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-1", 1)])))
+        .collect();
+    produce(&producer(), &topic, &records).await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let first = spec.start();
+    wait_committed(&spec, 20).await;
+    first.stop().await;
+
+    // Kafka's offset as a member that died between its database commit and
+    // its offset commit leaves it: behind the database's position.
+    commit_offsets(&spec.group, &topic, &[(0, 5)]);
+    assert_eq!(committed_offsets(&spec.group, &topic, 1)[&0], 5);
+
+    let second = spec.start();
+    wait_committed(&spec, 20).await;
+    assert!(
+        second.log_text().contains("from_database=1"),
+        "started at the database's position"
+    );
+    assert_eq!(
+        second.metric("inbox_duplicate_ignored_total").await,
+        0.0,
+        "nothing was read again"
+    );
+    assert_eq!(db.reserved("SKU-1").await, 20, "each event applied once");
+    second.stop().await;
 }

@@ -234,6 +234,7 @@ impl Pipeline {
                         *next,
                         &self.metrics,
                     )
+                    .offset
                 })),
                 None => Offset::Beginning,
             };

@@ -148,10 +148,16 @@ impl ConsumerProcess {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 return status;
             }
-            assert!(
-                started.elapsed() < timeout,
-                "consumer did not exit within {timeout:?}"
-            );
+            if started.elapsed() >= timeout {
+                let log = self.log_text();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "consumer did not exit within {timeout:?}; its log ({}) ends:\n{}",
+                    self.log.display(),
+                    tail.join("\n")
+                );
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

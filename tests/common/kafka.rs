@@ -221,6 +221,27 @@ pub fn committed_offsets_at(
         .collect()
 }
 
+/// Commits offsets for a group with no member running, as an operator's
+/// `kafka-consumer-groups.sh --reset-offsets` does.
+pub fn commit_offsets(group: &str, topic: &str, offsets: &[(i32, i64)]) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut list = TopicPartitionList::new();
+    for (partition, offset) in offsets {
+        list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+            .expect("offset");
+    }
+    consumer
+        .commit(&list, CommitMode::Sync)
+        .expect("offset commit");
+}
+
 /// Deletes the records of `topic` before the given offset of each partition
 /// (Kafka's DeleteRecords, as `kafka-delete-records.sh` does): the log start
 /// moves there, as retention would have moved it.
