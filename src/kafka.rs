@@ -166,6 +166,12 @@ impl CommittedOffsets {
         }
     }
 
+    /// The partitions assigned to this member now.
+    pub fn owned(&self) -> Vec<PartitionKey> {
+        let assigned = self.assigned.lock().expect("assigned lock");
+        assigned.iter().cloned().collect()
+    }
+
     /// Every tracked offset, as a list to commit.
     pub fn all(&self) -> TopicPartitionList {
         to_list(self.next.lock().expect("offsets lock").iter())
@@ -276,6 +282,8 @@ impl ConsumerContext for InboxContext {
         error: RDKafkaRespErr,
         partitions: &mut TopicPartitionList,
     ) {
+        // Asked before the partitions are handed back, while librdkafka's
+        // group handler still waits for them (see `post_rebalance`).
         let cooperative = matches!(
             consumer.rebalance_protocol(),
             RebalanceProtocol::Cooperative
@@ -354,19 +362,19 @@ impl ConsumerContext for InboxContext {
         }
     }
 
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
-        let assignment = consumer.assignment().unwrap_or_default();
-        self.metrics.lag_clock.owned(
-            assignment
-                .elements()
-                .iter()
-                .map(|element| element.partition()),
-        );
-        let assigned = assignment.count() > 0;
+    /// The partitions owned now come from this context's own bookkeeping,
+    /// not from librdkafka: after the last revoke of a closing client its
+    /// group handler may have terminated, and then drops a request such as
+    /// `rd_kafka_assignment` unanswered, leaving the caller waiting for good.
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, _rebalance: &Rebalance<'_>) {
+        let owned = self.offsets.owned();
+        self.metrics
+            .lag_clock
+            .owned(owned.iter().map(|(_, partition)| *partition));
         self.metrics
             .readiness
             .partitions_assigned
-            .store(assigned, std::sync::atomic::Ordering::Relaxed);
+            .store(!owned.is_empty(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
