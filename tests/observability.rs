@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const PROMTOOL: &str = "/usr/bin/promtool";
@@ -467,24 +466,6 @@ fn percent_encode(text: &str) -> String {
         }
     }
     encoded
-}
-
-/// A GET over HTTP/1.0 (a plain body until the server closes: no chunked
-/// encoding to undo): status and body, or None when nothing answers.
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let response = String::from_utf8_lossy(&response);
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
 }
 
 /// A Prometheus of this test: its own config (copied from

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{binary, committed_offsets, free_port, unique, wait_until, TestDb, KAFKA};
+use super::{binary, committed_offsets, free_port, http_get, unique, wait_until, TestDb, KAFKA};
 
 /// The consumer, run as a real process.
 pub struct ConsumerProcess {
@@ -166,21 +166,9 @@ impl ConsumerProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The body of a GET on the metrics endpoint, or None.
+    /// The status and body of a GET on the metrics endpoint, or None.
     pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics_port))
-            .await
-            .ok()?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        let status = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-        Some((status, body))
+        http_get(self.metrics_port, path).await
     }
 
     /// The text of `/metrics`. Waits up to 10 s for the endpoint to answer
