@@ -214,7 +214,8 @@ impl PositionSource {
 pub struct Start {
     pub offset: i64,
     /// False for a position past the partition's end, where Kafka's reset
-    /// policy decides instead: not an offset to commit.
+    /// policy decides instead, or one the broker could not check: not an
+    /// offset to commit.
     pub within_log: bool,
 }
 
@@ -269,7 +270,10 @@ pub fn checked_start<C: ConsumerContext>(
         Ok(_) => Start::within_log(next),
         Err(error) => {
             tracing::warn!(%error, topic, partition, "cannot read the partition's offsets; starting at the database's position unchecked");
-            Start::within_log(next)
+            Start {
+                offset: next,
+                within_log: false,
+            }
         }
     }
 }
