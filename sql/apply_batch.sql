@@ -4,29 +4,35 @@
 -- failure anywhere rolls all of it back.
 --
 -- The steps of docs/design.md#the-batch-transaction, each a set operation over the whole batch:
---   1. park every event that names an unknown SKU;
---   2. the ledger: INSERT ... ON CONFLICT ... RETURNING message_id decides what
---      is fresh (returned with the batch's fingerprint), a duplicate (not
---      returned) or an id reused with another payload (returned with the
---      stored fingerprint: a conflict, parked);
---   3. lock the stock rows of the fresh events' new order lines, in SKU
+--   1. find every event that names an unknown SKU;
+--   2. look every candidate id up in the ledger, on every day of the window:
+--      its id there with the same payload fingerprint is a duplicate, with
+--      another an id conflict (parked); otherwise an unknown SKU parks it,
+--      or it is fresh;
+--   3. the fresh events' ledger rows: INSERT ... ON CONFLICT DO NOTHING
+--      RETURNING message_id;
+--   4. lock the stock rows of the fresh events' new order lines, in SKU
 --      order, so concurrent batches cannot deadlock on them;
---   4. first-come allocation of those lines in batch order against the
+--   5. first-come allocation of those lines in batch order against the
 --      locked stock, recorded in order_reservation (one reservation per
 --      (order_id, sku): a line reserved before, or earlier in the batch, is a
 --      business duplicate and reserves nothing);
---   5. ONE aggregated UPDATE per SKU of the stock actually reserved;
---   6. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
+--   6. ONE aggregated UPDATE per SKU of the stock actually reserved;
+--   7. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
 --      in the same transaction, idempotent on (consumer, topic, partition,
 --      offset);
---   7. the partitions' next offsets in inbox_position (only forward).
--- Every sub-statement sees the same snapshot; the later steps read the earlier
--- ones only through RETURNING, which also fixes their order. The stock rows,
--- which every batch shares (hot SKUs), are locked as late as possible: after
--- the ledger, which concurrent batches of other partitions do not share, so
--- the locks are held only for the allocation, the two writes that depend on
--- it and the commit. The position, which two members may share during a
--- rebalance, is written last.
+--   8. the partitions' next offsets in inbox_position (only forward).
+-- Every sub-statement sees the snapshot taken when the statement began, and
+-- a concurrent batch (another lane, another member during a rebalance) may
+-- commit after it: a ledger row or a reservation that conflicts when written
+-- is one this statement could not see, and the statement ends (IX003) to run
+-- again. The stock rows, which every batch shares (hot SKUs), are locked as
+-- late as possible: after the ledger, which concurrent batches of other
+-- partitions do not share, so the locks are held only for the allocation,
+-- the two writes that depend on it and the commit. Rows are inserted in key
+-- order, so that two batches inserting the same keys wait, never deadlock.
+-- The position, which two members may share during a rebalance, is written
+-- last.
 --
 -- Parameters, one array element per record of the batch, in poll order:
 --   $2 topic, $3 partition, $4 offset,
@@ -34,8 +40,8 @@
 --            'repeat' (its message id came earlier in the batch), 'parked'
 --            (invalid: $11 reason, $12 error);
 --   $6 event_day, $7 message_id, $8 order_id, $9 payload fingerprint,
---   $10 for a repeat, the ordinal of the first record with its id when that
---       record is in this statement (else null),
+--   $10 for a repeat, the ordinal of the first record with its id (a
+--       record whose id came only in an earlier statement is a candidate),
 --   $13 payload (bounded), $14 headers (JSON, secrets redacted);
 -- one element per order line of the candidates: $15 ordinal of its record,
 -- $16 sku, $17 quantity, $18 whether another candidate names the same
@@ -79,87 +85,101 @@ unknown_sku AS MATERIALIZED (
     WHERE NOT EXISTS (SELECT FROM inventory_stock s WHERE s.sku = l.sku)
     ORDER BY l.record_ord, l.line_ord
 ),
--- The lines of the events that go to the ledger: `known` when the order line
--- has a reservation already, `claimed` when an earlier event of the batch
--- that goes to the ledger names it too. Only lines `shared` with another
--- event of the batch (two events of one order: rare) are compared.
-accepted_line AS MATERIALIZED (
+-- 2. What the ledger holds of the candidates' ids, on any day of the window
+--    (idx_inbox_message_lookup): an id is applied once within the window,
+--    whatever day its event time names.
+ledger_seen AS MATERIALIZED (
+    SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash
+    FROM processed_inbox p
+    WHERE p.consumer = $1
+      AND p.message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
+    ORDER BY p.message_id, p.event_day
+),
+-- Each candidate: a duplicate (its id in the ledger with its fingerprint), a
+-- conflict (with another), else parked for an unknown SKU, else fresh; and
+-- the fingerprint the ledger holds, or will hold, for its id.
+verdict AS MATERIALIZED (
+    SELECT r.ord,
+           CASE WHEN s.message_id IS NOT NULL AND s.payload_hash = r.payload_hash THEN 'duplicate'
+                WHEN s.message_id IS NOT NULL THEN 'conflict'
+                WHEN u.record_ord IS NOT NULL THEN 'unknown_sku'
+                ELSE 'fresh' END AS verdict,
+           coalesce(s.payload_hash, r.payload_hash) AS id_hash
+    FROM record r
+    LEFT JOIN ledger_seen s ON s.message_id = r.message_id
+    LEFT JOIN unknown_sku u ON u.record_ord = r.ord
+    WHERE r.kind = 'candidate'
+),
+-- A repeat of an id earlier in the statement: a duplicate when its payload
+-- is the one of its id, else a conflict. When the earlier record is parked
+-- for an unknown SKU, its id is not in the ledger: the same record again is
+-- parked alike; another payload is judged as in a later batch, so the
+-- statement ends (IX002) and the consumer splits the batch before it.
+repeat_verdict AS MATERIALIZED (
+    SELECT r.ord, r.first_ord,
+           CASE WHEN r.payload_hash = f.id_hash AND f.verdict = 'unknown_sku' THEN 'unknown_sku'
+                WHEN r.payload_hash = f.id_hash THEN 'duplicate'
+                WHEN f.verdict = 'unknown_sku' THEN 'split'
+                ELSE 'conflict' END AS verdict
+    FROM record r
+    JOIN verdict f ON f.ord = r.first_ord
+    WHERE r.kind = 'repeat'
+),
+split AS MATERIALIZED (
+    SELECT inbox_refuse('IX002', 'a record repeats the id of a record parked in the same batch',
+                        min(ord)::text)
+    FROM repeat_verdict
+    WHERE verdict = 'split'
+    HAVING count(*) > 0
+),
+-- The lines of the fresh events: `known` when the order line has a
+-- reservation already, `claimed` when an earlier fresh event of the batch
+-- names it too. Only lines `shared` with another event of the batch (two
+-- events of one order: rare) are compared.
+fresh_line AS MATERIALIZED (
     SELECT l.*,
            EXISTS (SELECT FROM order_reservation o
                    WHERE o.order_id = l.order_id AND o.sku = l.sku) AS known,
            l.shared AND EXISTS (SELECT FROM line e
+                                JOIN verdict v ON v.ord = e.record_ord AND v.verdict = 'fresh'
                                 WHERE e.shared AND e.order_id = l.order_id AND e.sku = l.sku
-                                  AND e.line_ord < l.line_ord
-                                  AND e.record_ord NOT IN (SELECT record_ord FROM unknown_sku))
+                                  AND e.line_ord < l.line_ord)
                AS claimed
     FROM line l
-    WHERE l.record_ord NOT IN (SELECT record_ord FROM unknown_sku)
+    JOIN verdict v ON v.ord = l.record_ord AND v.verdict = 'fresh'
 ),
 event AS MATERIALIZED (
     SELECT r.*, a.business_duplicate
     FROM (SELECT record_ord, bool_and(known OR claimed) AS business_duplicate
-          FROM accepted_line
+          FROM fresh_line
           GROUP BY record_ord) AS a
     JOIN record r ON r.ord = a.record_ord
+    WHERE (SELECT count(*) FROM split) = 0
 ),
--- 2.
+-- 3. The ledger rows of the fresh events. A row that conflicts now was
+--    committed by a concurrent transaction after this statement's snapshot.
 ledger AS (
-    INSERT INTO processed_inbox AS l (event_day, consumer, message_id, event_type, aggregate_id,
-                                      topic, kafka_partition, kafka_offset, status, payload_hash,
-                                      processed_at)
+    INSERT INTO processed_inbox (event_day, consumer, message_id, event_type, aggregate_id,
+                                 topic, kafka_partition, kafka_offset, status, payload_hash,
+                                 processed_at)
     SELECT e.event_day, $1, e.message_id, 'OrderPlaced', e.order_id,
            e.topic, e.kafka_partition, e.kafka_offset,
            CASE WHEN e.business_duplicate THEN 'business_duplicate' ELSE 'processed' END,
            e.payload_hash, clock_timestamp()
     FROM event e
-    ON CONFLICT (event_day, consumer, message_id) DO UPDATE
-        -- A no-op that only makes a conflicting row visible to RETURNING.
-        SET payload_hash = l.payload_hash
-        WHERE l.payload_hash <> EXCLUDED.payload_hash
-    RETURNING l.message_id, l.payload_hash
-),
-outcome AS MATERIALIZED (
-    SELECT e.ord, e.business_duplicate,
-           CASE WHEN n.message_id IS NULL THEN 'duplicate'
-                WHEN n.payload_hash = e.payload_hash THEN 'fresh'
-                ELSE 'conflict' END AS outcome
-    FROM event e
-    LEFT JOIN ledger n ON n.message_id = e.message_id
-),
--- A repeat within the batch is a conflict when its payload differs from the
--- one the ledger holds for its id: the one stored or inserted now by the
--- first record with that id, or, when that record is not in this statement
--- (an earlier part of a split batch), the committed ledger row.
-repeat_outcome AS MATERIALIZED (
-    SELECT r.ord,
-           CASE WHEN coalesce(
-                         (SELECT n.payload_hash FROM ledger n WHERE n.message_id = r.message_id),
-                         (SELECT e.payload_hash FROM event e WHERE e.ord = r.first_ord),
-                         (SELECT p.payload_hash FROM processed_inbox p
-                          WHERE p.event_day = r.event_day AND p.consumer = $1
-                            AND p.message_id = r.message_id),
-                         r.payload_hash) <> r.payload_hash
-                THEN 'conflict' ELSE 'duplicate' END AS outcome
-    FROM record r
-    WHERE r.kind = 'repeat'
+    ORDER BY e.message_id
+    ON CONFLICT (event_day, consumer, message_id) DO NOTHING
+    RETURNING message_id
 ),
 -- The fresh events' lines not reserved before nor by an earlier fresh event
 -- of the batch.
-fresh AS MATERIALIZED (
-    SELECT ARRAY(SELECT ord FROM outcome WHERE outcome = 'fresh') AS ords
-),
 new_line AS MATERIALIZED (
     SELECT a.*
-    FROM accepted_line a, fresh f
-    WHERE NOT a.known
-      AND a.record_ord = ANY (f.ords)
-      AND NOT (a.shared AND EXISTS (SELECT FROM accepted_line e
-                                    WHERE e.shared AND NOT e.known
-                                      AND e.order_id = a.order_id AND e.sku = a.sku
-                                      AND e.line_ord < a.line_ord
-                                      AND e.record_ord = ANY (f.ords)))
+    FROM fresh_line a
+    WHERE NOT a.known AND NOT a.claimed
+      AND (SELECT count(*) FROM split) = 0
 ),
--- 3. With each SKU's demand: the sum of the batch's new lines.
+-- 4. With each SKU's demand: the sum of the batch's new lines.
 stock AS MATERIALIZED (
     SELECT s.sku, s.on_hand - s.reserved AS available, d.demand
     FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
@@ -167,7 +187,7 @@ stock AS MATERIALIZED (
     ORDER BY s.sku
     FOR UPDATE OF s
 ),
--- 4. Where a SKU's stock covers all of the batch's new lines (the usual
+-- 5. Where a SKU's stock covers all of the batch's new lines (the usual
 --    case) they are all reserved; where it does not, first come, first
 --    served. (A SKU deleted since step 1 has no stock: its lines are
 --    rejected.)
@@ -183,6 +203,8 @@ rationed AS MATERIALIZED (
           GROUP BY s.sku, s.available) AS per_sku
     CROSS JOIN LATERAL UNNEST(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
 ),
+-- A line that conflicts now was reserved by a concurrent transaction after
+-- this statement's snapshot: its quantity was counted against the stock.
 reservation AS (
     INSERT INTO order_reservation (order_id, sku, quantity, status, message_id)
     SELECT n.order_id, n.sku, n.quantity,
@@ -191,10 +213,11 @@ reservation AS (
            n.message_id
     FROM new_line n
     LEFT JOIN rationed r ON r.line_ord = n.line_ord
-    ON CONFLICT DO NOTHING
+    ORDER BY n.order_id, n.sku
+    ON CONFLICT (order_id, sku) DO NOTHING
     RETURNING sku, quantity, status
 ),
--- 5. Only the lines inserted now move stock.
+-- 6. Only the lines inserted now move stock.
 stock_update AS (
     UPDATE inventory_stock AS s
     SET reserved = s.reserved + d.quantity,
@@ -206,21 +229,35 @@ stock_update AS (
     WHERE s.sku = d.sku
     RETURNING s.sku
 ),
+-- A ledger row or a reservation written by a concurrent transaction since
+-- this statement's snapshot: the statement ends (IX003) and runs again with
+-- a snapshot that shows them, so that the outcome is the one of the two
+-- batches applied one after the other.
+raced AS MATERIALIZED (
+    SELECT inbox_refuse('IX003', 'a concurrent batch wrote what this batch read', NULL)
+    WHERE (SELECT count(*) FROM ledger) < (SELECT count(*) FROM event)
+       OR (SELECT count(*) FROM reservation) < (SELECT count(*) FROM new_line)
+),
 -- 6.
 to_park AS MATERIALIZED (
     SELECT r.ord, ($11::text[])[r.ord::int] AS reason, ($12::text[])[r.ord::int] AS error
     FROM record r
     WHERE r.kind = 'parked'
     UNION ALL
-    SELECT u.record_ord, 'unknown_sku', format('sku "%s" is not in inventory_stock', u.sku)
-    FROM unknown_sku u
-    UNION ALL
-    SELECT c.ord, 'event_id_conflict',
-           format('message id %s was seen with a different payload', r.message_id)
-    FROM (SELECT ord FROM outcome WHERE outcome = 'conflict'
+    SELECT v.ord, 'unknown_sku', format('sku "%s" is not in inventory_stock', u.sku)
+    FROM (SELECT ord, ord AS first_ord, verdict FROM verdict
           UNION ALL
-          SELECT ord FROM repeat_outcome WHERE outcome = 'conflict') AS c
-    JOIN record r ON r.ord = c.ord
+          SELECT ord, first_ord, verdict FROM repeat_verdict) AS v
+    JOIN unknown_sku u ON u.record_ord = v.first_ord
+    WHERE v.verdict = 'unknown_sku'
+    UNION ALL
+    SELECT v.ord, 'event_id_conflict',
+           format('message id %s was seen with a different payload', r.message_id)
+    FROM (SELECT ord, verdict FROM verdict
+          UNION ALL
+          SELECT ord, verdict FROM repeat_verdict) AS v
+    JOIN record r ON r.ord = v.ord
+    WHERE v.verdict = 'conflict'
 ),
 parked AS (
     INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
@@ -230,7 +267,9 @@ parked AS (
            $23::text
     FROM to_park p
     JOIN record r ON r.ord = p.ord
-    ON CONFLICT DO NOTHING
+    WHERE (SELECT count(*) FROM split) = 0
+    ORDER BY r.topic, r.kafka_partition, r.kafka_offset
+    ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING
     RETURNING topic, kafka_partition, kafka_offset
 ),
 -- 7.
@@ -240,6 +279,8 @@ next_position AS (
     FROM UNNEST($19::text[], $20::int[], $21::bigint[]) AS n(topic, kafka_partition, next_offset)
     CROSS JOIN (SELECT count(*) FROM stock_update) AS stock_done
     CROSS JOIN (SELECT count(*) FROM parked) AS parked_done
+    CROSS JOIN (SELECT count(*) FROM raced) AS race_checked
+    WHERE (SELECT count(*) FROM split) = 0
     ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
         SET next_offset = EXCLUDED.next_offset,
             updated_at = now()
@@ -250,9 +291,9 @@ next_position AS (
 -- duplicates among them), the order lines reserved and rejected, and every
 -- parked record with its reason and whether it was parked now (not by an
 -- earlier delivery). Everything else is a duplicate.
-SELECT (SELECT ords FROM fresh) AS fresh,
-       (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM outcome
-        WHERE outcome = 'fresh' AND business_duplicate) AS business_duplicates,
+SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event) AS fresh,
+       (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event
+        WHERE business_duplicate) AS business_duplicates,
        (SELECT count(*) FROM reservation WHERE status = 'reserved') AS lines_reserved,
        (SELECT count(*) FROM reservation WHERE status = 'rejected') AS lines_rejected,
        coalesce(p.ords, '{}') AS parked_ords,

@@ -230,7 +230,8 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
         message_id: Some(message_id),
     };
 
-    let occurred_at = match field("occurred_at") {
+    // A null occurred_at is no event time of the payload's: ce_time stands in.
+    let occurred_at = match field("occurred_at").filter(|value| !value.is_null()) {
         Some(value) => match value.as_str() {
             Some(text) => parse_time(text).ok_or_else(|| {
                 with_id(
@@ -325,23 +326,13 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
 }
 
 /// The dedup identity: `ce_id` when present, else `event_id`; both present
-/// and different is a producer error, not something to guess about.
+/// and different is a producer error, not something to guess about. With a
+/// `ce_id`, an `event_id` that is not a UUID (or null) is not an identity
+/// and is ignored.
 fn message_id(
     payload_id: Option<&simd_json::BorrowedValue<'_>>,
     headers: &[Header],
 ) -> Result<Uuid, Rejection> {
-    let payload_id = match payload_id {
-        Some(value) => match value.as_str() {
-            Some(text) => Some(parse_uuid(text, "event_id")?),
-            None => {
-                return Err(Rejection::new(
-                    ParkReason::InvalidEventId,
-                    "event_id is not a string",
-                ))
-            }
-        },
-        None => None,
-    };
     let header_id = match header(headers, HEADER_CE_ID) {
         Some(value) => {
             let text = value
@@ -352,6 +343,21 @@ fn message_id(
             Some(parse_uuid(text, "ce_id")?)
         }
         None => None,
+    };
+    // With a ce_id, the payload's event_id only has to agree when it is an
+    // id at all: the identity is the header's.
+    let payload_id = match (payload_id, header_id) {
+        (None, _) => None,
+        (Some(value), Some(_)) => value.as_str().and_then(|text| Uuid::parse_str(text).ok()),
+        (Some(value), None) => match value.as_str() {
+            Some(text) => Some(parse_uuid(text, "event_id")?),
+            None => {
+                return Err(Rejection::new(
+                    ParkReason::InvalidEventId,
+                    "event_id is not a string",
+                ))
+            }
+        },
     };
     match (header_id, payload_id) {
         (Some(h), Some(p)) if h != p => Err(Rejection {
@@ -582,6 +588,44 @@ mod tests {
             decode(Some(&bytes), &headers).unwrap_err().reason,
             ParkReason::InvalidEventId
         );
+    }
+
+    #[test]
+    fn with_a_ce_id_an_event_id_that_is_no_uuid_is_ignored() {
+        let id = "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11";
+        for event_id in [
+            serde_json::json!("ORDER-EVENT-7"),
+            serde_json::Value::Null,
+            serde_json::json!(42),
+        ] {
+            let mut value = sample_json();
+            value["event_id"] = event_id.clone();
+            let bytes = serde_json::to_vec(&value).unwrap();
+            let event = decode(Some(&bytes), &[header_of("ce_id", id)])
+                .unwrap_or_else(|r| panic!("{event_id}: {r:?}"));
+            assert_eq!(event.message_id, Uuid::parse_str(id).unwrap());
+        }
+        // Without a ce_id the same payloads have no identity.
+        let mut value = sample_json();
+        value["event_id"] = serde_json::Value::Null;
+        assert_eq!(reason_of(&value, &[]), ParkReason::InvalidEventId);
+    }
+
+    #[test]
+    fn a_null_occurred_at_takes_ce_time() {
+        let mut value = sample_json();
+        value["occurred_at"] = serde_json::Value::Null;
+        let bytes = serde_json::to_vec(&value).unwrap();
+        let event = decode(
+            Some(&bytes),
+            &[header_of("ce_time", "2026-11-30T23:59:59+00:00")],
+        )
+        .unwrap();
+        assert_eq!(
+            event.event_day(),
+            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
+        );
+        assert_eq!(reason_of(&value, &[]), ParkReason::MissingEventTime);
     }
 
     #[test]

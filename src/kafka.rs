@@ -17,7 +17,7 @@ use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, RebalanceProtocol,
 };
 use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::message::{Header as KafkaHeader, Headers, Message, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Header as KafkaHeader, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
@@ -476,19 +476,7 @@ pub async fn topic_retention(
 }
 
 /// Copies a polled message into an owned record.
-pub fn to_record<M: Message>(message: &M) -> InboundRecord {
-    let headers = message
-        .headers()
-        .map(|headers| {
-            headers
-                .iter()
-                .map(|h| Header {
-                    key: h.key.to_owned(),
-                    value: h.value.map(<[u8]>::to_vec),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn to_record(message: &BorrowedMessage<'_>) -> InboundRecord {
     InboundRecord {
         topic: message.topic().to_owned(),
         partition: message.partition(),
@@ -496,8 +484,46 @@ pub fn to_record<M: Message>(message: &M) -> InboundRecord {
         timestamp: message.timestamp().to_millis(),
         key: message.key().map(<[u8]>::to_vec),
         payload: message.payload().map(<[u8]>::to_vec),
-        headers,
+        headers: headers_of(message),
     }
+}
+
+/// A record's headers, keys and values as the producer sent them. A key
+/// that is not UTF-8 becomes `hex:` and its bytes in hex, as the parked row
+/// stores a key jsonb cannot hold (rust-rdkafka's header iterator panics on
+/// such a key, so they are read from librdkafka directly).
+fn headers_of(message: &BorrowedMessage<'_>) -> Vec<Header> {
+    use rdkafka::bindings as rdsys;
+    let mut headers = Vec::new();
+    let mut native: *mut rdsys::rd_kafka_headers_t = std::ptr::null_mut();
+    // SAFETY: the message is live for the whole call, and the headers it
+    // owns with it; every pointer read here is copied before returning.
+    unsafe {
+        if rdsys::rd_kafka_message_headers(message.ptr(), &mut native)
+            != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+            || native.is_null()
+        {
+            return headers;
+        }
+        for index in 0..rdsys::rd_kafka_header_cnt(native) {
+            let mut name: *const std::os::raw::c_char = std::ptr::null();
+            let mut value: *const std::os::raw::c_void = std::ptr::null();
+            let mut size = 0usize;
+            let found =
+                rdsys::rd_kafka_header_get_all(native, index, &mut name, &mut value, &mut size);
+            if found != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
+                continue;
+            }
+            let key = std::ffi::CStr::from_ptr(name).to_bytes();
+            let value = (!value.is_null())
+                .then(|| std::slice::from_raw_parts(value.cast::<u8>(), size).to_vec());
+            headers.push(Header {
+                key: crate::parked::header_key_text(key),
+                value,
+            });
+        }
+    }
+    headers
 }
 
 /// Headers added to a DLQ copy, besides the record's own.

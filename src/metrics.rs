@@ -49,6 +49,8 @@ pub struct Metrics {
     pub end_to_end_latency: Histogram,
     pub db_retries: IntCounterVec,
     pub offset_commit_failures: IntCounter,
+    /// Errors the Kafka consumer returned instead of a record, by error code.
+    pub consume_errors: IntCounterVec,
     pub consumer_lag: IntGaugeVec,
     /// Set from `lag_clock` at each scrape.
     consumer_lag_seconds: GaugeVec,
@@ -69,6 +71,9 @@ pub struct Readiness {
     pub database_reachable: AtomicBool,
     /// Shutdown asked: finishing the batch in hand, taking no new work.
     pub draining: AtomicBool,
+    /// The consumer returned errors instead of records several times in a
+    /// row (e.g. a fetch that fails on the same offset again and again).
+    pub consume_failing: AtomicBool,
 }
 
 impl Readiness {
@@ -76,6 +81,7 @@ impl Readiness {
         self.partitions_assigned.load(Ordering::Relaxed)
             && self.database_reachable.load(Ordering::Relaxed)
             && !self.draining.load(Ordering::Relaxed)
+            && !self.consume_failing.load(Ordering::Relaxed)
     }
 }
 
@@ -150,6 +156,11 @@ impl Metrics {
             offset_commit_failures: counter(
                 "inbox_offset_commit_failures_total",
                 "Kafka offset commits that failed (the next commit covers them).",
+            ),
+            consume_errors: counter_vec(
+                "inbox_consume_errors_total",
+                "Errors the Kafka consumer returned instead of a record (a fetch that fails, a topic it cannot read), by librdkafka error code.",
+                "error",
             ),
             consumer_lag: {
                 let g = IntGaugeVec::new(

@@ -10,13 +10,16 @@ use crate::batch::InboundRecord;
 use crate::event::{Header, ParkReason, MAX_PAYLOAD_BYTES};
 
 /// Header names whose values never leave the process in clear.
-const SECRET_HEADER_MARKERS: [&str; 6] = [
+const SECRET_HEADER_MARKERS: [&str; 9] = [
     "password",
     "secret",
     "token",
     "authorization",
     "credential",
     "api-key",
+    "apikey",
+    "cookie",
+    "session",
 ];
 
 /// Headers whose value, when present, ties a parked record to a trace or a
@@ -112,6 +115,15 @@ const REDACTED: &str = "[redacted]";
 const HEX_KEY_PREFIX: &str = "hex:";
 /// The member of a header value that is not storable text: its bytes in hex.
 const HEX_VALUE: &str = "hex";
+
+/// A header key as text: itself when it is UTF-8, else `hex:` and its bytes
+/// in hex (the form the parked row gives a key jsonb cannot hold).
+pub fn header_key_text(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(text) => text.to_owned(),
+        Err(_) => format!("{HEX_KEY_PREFIX}{}", hex(key)),
+    }
+}
 
 /// The headers as a JSON object (the last value of a repeated key wins),
 /// secrets redacted. A value that is UTF-8 without U+0000 is a JSON string;

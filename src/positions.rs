@@ -118,8 +118,9 @@ pub async fn set(
 /// Reads positions for the rebalance callback, which librdkafka calls
 /// synchronously from inside `recv`.
 pub struct PositionSource {
-    pub pool: PgPool,
-    pub consumer: String,
+    /// The inbox whose positions these are; told what they were at
+    /// assignment, so that a database going back from there is caught.
+    pub inbox: std::sync::Arc<crate::store::Inbox>,
     pub runtime: tokio::runtime::Handle,
     /// Set at shutdown: stop waiting for an unreachable database.
     pub shutdown: watch::Receiver<bool>,
@@ -137,8 +138,11 @@ impl PositionSource {
                 if *shutdown.borrow() {
                     return None;
                 }
-                match read(&self.pool, &self.consumer, partitions).await {
-                    Ok(positions) => return Some(positions),
+                match read(self.inbox.pool(), self.inbox.consumer(), partitions).await {
+                    Ok(positions) => {
+                        self.inbox.expect_positions(partitions, &positions);
+                        return Some(positions);
+                    }
                     Err(error) => {
                         tracing::warn!(%error, "cannot read the database's positions of the assigned partitions; retrying");
                     }

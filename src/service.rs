@@ -193,8 +193,7 @@ async fn consume(
         offsets: offsets.clone(),
         metrics: metrics.clone(),
         positions: Some(PositionSource {
-            pool: inbox.pool().clone(),
-            consumer: args.inbox_consumer_name.clone(),
+            inbox: inbox.clone(),
             runtime: tokio::runtime::Handle::current(),
             shutdown: shutdown.clone(),
         }),

@@ -204,3 +204,110 @@ async fn a_record_whose_parked_row_is_refused_is_parked_bare() {
     );
     consumer.stop().await;
 }
+
+/// Adds a header whose key is any bytes: rust-rdkafka's header type holds a
+/// key as `&str`, so the key goes to librdkafka directly, as kcat's `-H`
+/// would send it.
+fn with_raw_key(headers: OwnedHeaders, key: &[u8], value: &[u8]) -> OwnedHeaders {
+    use rdkafka::bindings as rdsys;
+    let native = headers.as_borrowed() as *const rdkafka::message::BorrowedHeaders
+        as *mut rdsys::rd_kafka_headers_t;
+    // SAFETY: `native` is the list `headers` owns (what `as_borrowed` views),
+    // live for the call; librdkafka copies the key and the value.
+    let added = unsafe {
+        rdsys::rd_kafka_header_add(
+            native,
+            key.as_ptr().cast(),
+            key.len() as isize,
+            value.as_ptr().cast(),
+            value.len() as isize,
+        )
+    };
+    assert_eq!(
+        added,
+        rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+    );
+    headers
+}
+
+#[tokio::test]
+async fn a_header_key_that_is_not_utf8_is_kept_and_its_record_applied_or_parked() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let valid = order("ORD-ODD-KEY", &[("SKU-1", 2)]);
+    let after = order("ORD-AFTER", &[("SKU-1", 1)]);
+    let producer = producer();
+    for (key, payload, odd) in [
+        ("ORD-ODD-KEY", valid.to_json(), true),
+        ("KEY-BAD", b"not json".to_vec(), true),
+        ("ORD-AFTER", after.to_json(), false),
+    ] {
+        let mut headers = OwnedHeaders::new();
+        if odd {
+            headers = with_raw_key(headers, b"\xff\xfe-key", b"v1");
+        }
+        producer
+            .send(
+                FutureRecord::<str, [u8]>::to(&topic)
+                    .key(key)
+                    .partition(0)
+                    .payload(&payload)
+                    .headers(headers),
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("record acknowledged");
+    }
+
+    let spec = ConsumerSpec::new(&db, &topic);
+    let mut consumer = spec.start();
+    wait_committed(&spec, 3).await;
+    assert_eq!(db.ledger_rows().await, 2);
+    assert_eq!(db.reserved("SKU-1").await, 3);
+    assert_eq!(db.parked().await, [("malformed_json".into(), 1)]);
+    let kept: Option<String> =
+        sqlx::query_scalar("SELECT headers->>'hex:fffe2d6b6579' FROM inbox_parked")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(kept.as_deref(), Some("v1"), "the odd key kept in hex");
+    assert!(
+        consumer.child.try_wait().unwrap().is_none(),
+        "the consumer still runs:\n{}",
+        consumer.log_text()
+    );
+    consumer.stop().await;
+}
+
+#[tokio::test]
+async fn records_in_every_codec_kafka_has_are_applied() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1000)]).await;
+    let codecs = ["zstd", "gzip", "snappy", "lz4", "none"];
+    for codec in codecs {
+        let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", KAFKA)
+            .set("compression.type", codec)
+            .set("linger.ms", "50")
+            .create()
+            .expect("producer");
+        let events: Vec<Outgoing> = (0..3)
+            .map(|i| Outgoing::event(&order(&format!("ORD-{codec}-{i}"), &[("SKU-1", 1)])))
+            .collect();
+        produce(&producer, &topic, &events).await;
+    }
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_committed(&spec, 3 * codecs.len() as i64).await;
+    assert_eq!(db.ledger_rows().await, 15);
+    assert_eq!(db.reserved("SKU-1").await, 15);
+    assert!(db.parked().await.is_empty());
+    assert!(
+        !consumer.log_text().contains("poll error"),
+        "{}",
+        consumer.log_text()
+    );
+    consumer.stop().await;
+}

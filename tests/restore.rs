@@ -142,3 +142,52 @@ async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
         .await;
     assert_eq!(positions, traffic.records.len() as i64);
 }
+
+/// The same restore, under a consumer started after the last batch it would
+/// lose and before the restore, that has written nothing since: the positions
+/// it read at assignment are what the database must not go behind. Nothing
+/// arrives after the restore at first: the consumer notices on its own
+/// (it checks the positions of its partitions periodically), reads again,
+/// and then applies what comes next.
+#[tokio::test]
+async fn a_database_restored_under_a_freshly_started_consumer_reapplies_what_it_lost() {
+    let (topic, db, traffic, first, second) = three_parts("FRESH").await;
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    spec.database_url = db.url.clone();
+    let producer = producer();
+
+    let consumer = spec.start();
+    produce(&producer, &topic, &traffic.records[..first]).await;
+    committed_through(&spec, first).await;
+    let backup = db.snapshot().await;
+    produce(&producer, &topic, &traffic.records[first..second]).await;
+    committed_through(&spec, second).await;
+    consumer.stop().await;
+
+    let consumer = spec.start();
+    wait_until(Duration::from_secs(60), "partitions assigned", || async {
+        consumer
+            .log_text()
+            .contains("start offsets of the assigned partitions")
+    })
+    .await;
+    db.restore(&backup).await;
+    assert_eq!(db.ledger_rows().await, 1_000, "the restored ledger");
+
+    wait_for_ledger(&db, 2_500, Duration::from_secs(60)).await;
+    produce(&producer, &topic, &traffic.records[second..]).await;
+    wait_for_ledger(&db, 3_000, Duration::from_secs(90)).await;
+    committed_through(&spec, traffic.records.len()).await;
+    assert!(
+        consumer
+            .log_text()
+            .contains("reading the partition again from the database's position"),
+        "the consumer says it reads again"
+    );
+    consumer.stop().await;
+    traffic.assert_applied_once(&db).await;
+    let positions: i64 = db
+        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
+        .await;
+    assert_eq!(positions, traffic.records.len() as i64);
+}

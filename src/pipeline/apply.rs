@@ -12,11 +12,10 @@ use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
-use crate::kafka;
 use crate::store::{BatchOutcome, StoreError};
 
 use super::observe::{BatchCommitted, BatchRolledBack};
-use super::{Pipeline, Poll};
+use super::{Phase, Pipeline, Poll};
 
 /// First and largest pause between retries of a batch.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -99,9 +98,10 @@ impl Pipeline {
                     outcome.absorb(done);
                     applied.extend(batch);
                 }
-                // Shutdown gave up on the database: later batches of the same
-                // partitions must not be applied past the abandoned one.
-                None if poll.draining() => break,
+                // Shutdown gave up on the database, or the client failed:
+                // later batches of the same partitions must not be applied
+                // past the abandoned one.
+                None if poll.stopping() => break,
                 None => {}
             }
         }
@@ -161,8 +161,13 @@ impl Pipeline {
                     if !retrying.paused {
                         retrying.paused = self.pause_all();
                     }
-                    self.wait_polling(wait, &mut records, &mut poll.carry, gone)
-                        .await;
+                    self.wait_polling(wait, &mut records, poll, gone).await;
+                    if matches!(poll.phase, Phase::Failed(_)) {
+                        // The client is done for: the batch is not
+                        // committed, and its records are read again by
+                        // whoever owns the partitions next.
+                        break None;
+                    }
                     retrying.backoff = (retrying.backoff * 2).min(RETRY_BACKOFF_MAX);
                 }
             }
@@ -175,37 +180,41 @@ impl Pipeline {
                 .readiness
                 .database_reachable
                 .store(true, Ordering::Relaxed);
+            // The database failed meanwhile and may have come back from a
+            // backup or a replica: check every owned partition now.
+            poll.position_check.reset_immediately();
         }
         outcome.map(|outcome| (records, outcome))
     }
 
     /// Sleeps for `duration` while serving the consumer (heartbeats are
     /// librdkafka's, but rebalances and commits are served by polling).
+    /// Returns early when the consumer failed fatally.
     async fn wait_polling(
         &self,
         duration: Duration,
         records: &mut Vec<InboundRecord>,
-        carry: &mut VecDeque<InboundRecord>,
+        poll: &mut Poll,
         gone: &mut Vec<PartitionKey>,
     ) {
         let until = tokio::time::Instant::now() + duration;
-        loop {
+        while !matches!(poll.phase, Phase::Failed(_)) {
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => break,
                 message = self.consumer.recv() => {
-                    gone.extend(self.purge_revoked(records, carry));
-                    if let Ok(message) = message {
-                        carry.push_back(kafka::to_record(&message));
+                    gone.extend(self.purge_revoked(records, &mut poll.carry));
+                    if let Some(record) = self.received(message, poll) {
+                        poll.carry.push_back(record);
                         self.metrics
                             .lag_clock
-                            .holding(records.iter().chain(carry.iter()));
+                            .holding(records.iter().chain(poll.carry.iter()));
                     }
                     // Partitions assigned meanwhile are paused too.
                     self.pause_all();
                 }
             }
         }
-        gone.extend(self.purge_revoked(records, carry));
+        gone.extend(self.purge_revoked(records, &mut poll.carry));
     }
 
     /// The database went back (restored, or failed over to a replica that
@@ -214,7 +223,7 @@ impl Pipeline {
     /// committed. Reads each partition again from the database's position
     /// (its beginning where the database has none), dropping the records in
     /// hand, which come after what the database lacks.
-    fn read_again(
+    pub(super) fn read_again(
         &self,
         positions: &BTreeMap<PartitionKey, Option<i64>>,
         records: &mut Vec<InboundRecord>,

@@ -3,13 +3,17 @@
 //! partitions it lets go.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use futures::FutureExt;
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::BorrowedMessage;
 
 use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
 
+use super::observe::ConsumeFailed;
 use super::{Phase, Pipeline, Poll};
 
 impl Pipeline {
@@ -31,9 +35,12 @@ impl Pipeline {
         // gathers what Kafka brings within the linger, rather than going
         // with a few records.
         let mut behind = false;
+        if poll.position_check.tick().now_or_never().is_some() {
+            self.check_positions(&mut records, poll).await;
+        }
         while records.len() < capacity {
             let polled = if let Some(record) = poll.carry.pop_front() {
-                Ok(record)
+                Some(record)
             } else {
                 let message = match self.poll_waiting() {
                     Some(message) => {
@@ -48,7 +55,7 @@ impl Pipeline {
                                 None => std::future::pending().await,
                             }
                         };
-                        tokio::select! {
+                        let polled = tokio::select! {
                             biased;
                             _ = poll.shutdown.wait_for(|stop| *stop) => break,
                             _ = wait_until => break,
@@ -56,28 +63,25 @@ impl Pipeline {
                                 self.recommit_unconfirmed();
                                 continue;
                             }
-                            message = self.consumer.recv() => message,
+                            _ = poll.position_check.tick() => None,
+                            message = self.consumer.recv() => Some(message),
+                        };
+                        match polled {
+                            Some(message) => message,
+                            None => {
+                                self.check_positions(&mut records, poll).await;
+                                continue;
+                            }
                         }
                     }
                 };
                 self.purge_revoked(&mut records, &mut poll.carry);
-                message.map(|m| kafka::to_record(&m))
+                self.received(message, poll)
             };
             match polled {
-                Ok(record) => records.push(record),
-                // librdkafka gives up on this consumer for good (e.g. the
-                // consumer protocol's UnreleasedInstanceId: a static member
-                // restarted before the broker let its old session go): stop,
-                // so that the process exits and is started again.
-                Err(error @ rdkafka::error::KafkaError::MessageConsumptionFatal(_)) => {
-                    tracing::error!(%error, "the Kafka consumer failed fatally; stopping");
-                    poll.phase = Phase::Failed(error);
-                    break;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "poll error");
-                    continue;
-                }
+                Some(record) => records.push(record),
+                None if matches!(poll.phase, Phase::Failed(_)) => break,
+                None => continue,
             }
             if deadline.is_none() {
                 deadline = Some(tokio::time::Instant::now() + self.settings.linger);
@@ -93,6 +97,76 @@ impl Pipeline {
             // Stopping with nothing in hand, or everything was revoked.
             _ if poll.stopping() => None,
             _ => Some((Vec::new(), Instant::now())),
+        }
+    }
+
+    /// Checks that the database's positions of the owned partitions are not
+    /// behind what this member wrote or read at their assignment: a database
+    /// restored (or failed over) under a partition that receives nothing
+    /// would otherwise go unnoticed until its next record, and lose what it
+    /// lacks if that record came after a restart. Those behind are read
+    /// again from the database's position. The answer also says whether the
+    /// database is reachable (`/readyz`).
+    pub(super) async fn check_positions(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
+        let owned = self.offsets.owned();
+        if owned.is_empty() {
+            return;
+        }
+        match self.inbox.gone_back(&owned).await {
+            Ok(behind) => {
+                self.metrics
+                    .readiness
+                    .database_reachable
+                    .store(true, Ordering::Relaxed);
+                if !behind.is_empty() {
+                    self.read_again(&behind, records, &mut poll.carry);
+                }
+            }
+            Err(error) => {
+                self.metrics
+                    .readiness
+                    .database_reachable
+                    .store(false, Ordering::Relaxed);
+                tracing::warn!(%error, "cannot check the database's positions of the owned partitions");
+            }
+        }
+    }
+
+    /// What a poll returned: the record, or `None` after an error, which is
+    /// reported ([`ConsumeFailed`]); a fatal one (librdkafka gave up on this
+    /// consumer for good, e.g. a static member fenced, or the consumer
+    /// protocol's UnreleasedInstanceId) fails the loop, wherever it surfaced,
+    /// so that `run` ends or starts a new consumer.
+    pub(super) fn received(
+        &self,
+        message: KafkaResult<BorrowedMessage<'_>>,
+        poll: &mut Poll,
+    ) -> Option<InboundRecord> {
+        match message {
+            Ok(message) => {
+                if poll.consume_errors > 0 {
+                    poll.consume_errors = 0;
+                    self.metrics
+                        .readiness
+                        .consume_failing
+                        .store(false, Ordering::Relaxed);
+                }
+                Some(kafka::to_record(&message))
+            }
+            Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
+                tracing::error!(%error, "the Kafka consumer failed fatally; stopping it");
+                poll.phase = Phase::Failed(error);
+                None
+            }
+            Err(error) => {
+                poll.consume_errors += 1;
+                ConsumeFailed {
+                    error: &error,
+                    in_a_row: poll.consume_errors,
+                }
+                .emit(&self.metrics);
+                None
+            }
         }
     }
 

@@ -53,6 +53,10 @@ pub type InboxConsumer = StreamConsumer<InboxContext>;
 /// carry the offset) are sent again.
 const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
 
+/// How often the database's positions of the owned partitions are checked,
+/// also those of partitions that receive nothing (a batch checks its own).
+const POSITION_CHECK_EVERY: Duration = Duration::from_secs(10);
+
 /// The longest a shutdown waits for the Kafka client to close.
 const DESTROY_WAIT: Duration = Duration::from_secs(10);
 
@@ -127,6 +131,12 @@ struct Poll {
     /// When to send the offsets Kafka has not confirmed again.
     recommit: tokio::time::Interval,
     phase: Phase,
+    /// Errors the consumer returned in a row, instead of a record.
+    consume_errors: u32,
+    /// When to check that the database's positions of the owned partitions
+    /// are not behind what this member wrote or read (see
+    /// [`Pipeline::check_positions`]); at once after a database failure.
+    position_check: tokio::time::Interval,
 }
 
 impl Poll {
@@ -151,6 +161,12 @@ impl Pipeline {
             shutdown,
             recommit,
             phase: Phase::Consuming,
+            consume_errors: 0,
+            position_check: {
+                let mut every = tokio::time::interval(POSITION_CHECK_EVERY);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                every
+            },
         };
         let mut failpoint = FailPoint::from_env();
         loop {

@@ -119,3 +119,32 @@ impl BatchRolledBack<'_> {
         }
     }
 }
+
+/// The consumer returned an error instead of a record: counted by its code,
+/// logged, and after [`ConsumeFailed::UNREADY_AFTER`] in a row without a
+/// record `/readyz` turns unready (a fetch failing on one offset would
+/// otherwise stop its partition silently).
+pub(super) struct ConsumeFailed<'a> {
+    pub error: &'a rdkafka::error::KafkaError,
+    /// Errors in a row, this one included.
+    pub in_a_row: u32,
+}
+
+impl ConsumeFailed<'_> {
+    pub const UNREADY_AFTER: u32 = 5;
+
+    pub fn emit(&self, metrics: &Metrics) {
+        let code = self
+            .error
+            .rdkafka_error_code()
+            .map_or_else(|| "unknown".to_owned(), |code| format!("{code:?}"));
+        metrics.consume_errors.with_label_values(&[&code]).inc();
+        if self.in_a_row >= Self::UNREADY_AFTER {
+            metrics
+                .readiness
+                .consume_failing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        tracing::warn!(error = %self.error, code, in_a_row = self.in_a_row, "the Kafka consumer returned an error instead of a record");
+    }
+}

@@ -19,6 +19,11 @@ use super::{Inbox, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 
+/// How often a batch is run again at once because a concurrent batch
+/// committed first (`StoreError::Raced`), before it is retried as a
+/// transient failure.
+const MAX_RACES: u32 = 5;
+
 /// What a batch did, for metrics, logs and the DLQ.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct BatchOutcome {
@@ -54,18 +59,37 @@ impl BatchOutcome {
 impl Inbox {
     /// Applies the batch; when the database refuses it for a non-transient
     /// reason, splits it in halves (in order) until the refused records are
-    /// isolated, and parks each of those as `db_rejected`.
+    /// isolated, and parks each of those as `db_rejected`. A batch the
+    /// statement asks to split is applied in two parts; one that raced a
+    /// concurrent batch is applied again.
     pub(super) async fn apply_isolating(
         &self,
         batch: &[Classified],
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
         let mut outcome = BatchOutcome::default();
+        let mut races = 0;
         // Work list of slices still to apply, in offset order.
         let mut pending: Vec<&[Classified]> = vec![batch];
         while let Some(part) = pending.pop() {
             match self.apply_once(part, trace_id).await {
                 Ok(done) => outcome.absorb(done),
+                Err(StoreError::Raced { message }) => {
+                    races += 1;
+                    if races > MAX_RACES {
+                        return Err(StoreError::Transient {
+                            reason: "serialization_failure",
+                            message,
+                        });
+                    }
+                    tracing::debug!(%message, "a concurrent batch committed first; applying again");
+                    pending.push(part);
+                }
+                Err(StoreError::SplitBefore { ord }) if (2..=part.len()).contains(&ord) => {
+                    let (first, second) = part.split_at(ord - 1);
+                    pending.push(second);
+                    pending.push(first);
+                }
                 Err(StoreError::Rejected { sqlstate, message }) => {
                     if part.len() == 1 {
                         let rejected = reject(&part[0], &sqlstate, &message);
@@ -136,7 +160,9 @@ impl Inbox {
             Ok(_)
                 | Err(StoreError::Rejected { .. }
                     | StoreError::MissingPartition { .. }
-                    | StoreError::PositionBehind { .. })
+                    | StoreError::PositionBehind { .. }
+                    | StoreError::SplitBefore { .. }
+                    | StoreError::Raced { .. })
         ) {
             self.idle.lock().expect("idle lock").push(connection);
         }
@@ -151,6 +177,36 @@ impl Inbox {
         positions: &BTreeMap<PartitionKey, i64>,
     ) -> Result<BatchOutcome, StoreError> {
         let keys: Vec<PartitionKey> = positions.keys().cloned().collect();
+        let behind = self.gone_back(&keys).await?;
+        if behind.is_empty() {
+            // Moved forward since (another member): simply try again.
+            return Err(StoreError::Transient {
+                reason: "position_behind",
+                message: "the database's position moved while it was checked".into(),
+            });
+        }
+        Err(StoreError::PositionBehind { positions: behind })
+    }
+
+    /// The partitions among `keys` whose position in the database is behind
+    /// the one this inbox wrote or read at their assignment (the database
+    /// went back: restored, or failed over to a replica that lacked the last
+    /// commits), with the database's position (`None`: it has none). They
+    /// are expected at the database's position from now on.
+    pub async fn gone_back(
+        &self,
+        keys: &[PartitionKey],
+    ) -> Result<BTreeMap<PartitionKey, Option<i64>>, StoreError> {
+        let keys: Vec<PartitionKey> = {
+            let written = self.written.lock().expect("written lock");
+            keys.iter()
+                .filter(|key| written.contains_key(*key))
+                .cloned()
+                .collect()
+        };
+        if keys.is_empty() {
+            return Ok(BTreeMap::new());
+        }
         let stored = crate::positions::read(&self.pool, &self.consumer, &keys).await?;
         let mut written = self.written.lock().expect("written lock");
         let mut behind = BTreeMap::new();
@@ -166,14 +222,7 @@ impl Inbox {
                 }
             }
         }
-        if behind.is_empty() {
-            // Moved forward since (another member): simply try again.
-            return Err(StoreError::Transient {
-                reason: "position_behind",
-                message: "the database's position moved while it was checked".into(),
-            });
-        }
-        Err(StoreError::PositionBehind { positions: behind })
+        Ok(behind)
     }
 
     /// The batch statement, on the given connection: its own transaction
@@ -249,7 +298,7 @@ struct BatchArrays<'a> {
     order_id: Vec<Option<&'a str>>,
     payload_hash: Vec<Option<i64>>,
     /// For a repeat, the ordinal of the first record with its id in this
-    /// statement; the ledger's fingerprint otherwise.
+    /// statement.
     first_ord: Vec<Option<i32>>,
     reason: Vec<Option<&'static str>>,
     error: Vec<Option<Cow<'a, str>>>,
@@ -285,7 +334,11 @@ impl<'a> BatchArrays<'a> {
             arrays.headers.push(parked::headers_json(&record.headers));
             match &item.disposition {
                 Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
-                    let first = if matches!(item.disposition, Disposition::Candidate(_)) {
+                    // A repeat of an id only earlier in the statement: a
+                    // record whose id came in an earlier part of a split
+                    // batch is judged by the ledger, as a candidate.
+                    let first = first_with_id.get(&order.message_id).copied();
+                    if first.is_none() {
                         first_with_id.insert(order.message_id, ord);
                         for line in &order.lines {
                             let key = (order.order_id.as_str(), line.sku.as_str());
@@ -296,11 +349,9 @@ impl<'a> BatchArrays<'a> {
                             arrays.line_quantity.push(line.quantity);
                         }
                         arrays.kind.push("candidate");
-                        None
                     } else {
                         arrays.kind.push("repeat");
-                        first_with_id.get(&order.message_id).copied()
-                    };
+                    }
                     arrays.event_day.push(Some(order.event_day()));
                     arrays.message_id.push(Some(order.message_id));
                     arrays.order_id.push(Some(&order.order_id));
@@ -362,7 +413,9 @@ fn batch_outcome(
         ..BatchOutcome::default()
     };
     for ord in fresh {
-        if let Disposition::Candidate(order) = &item(ord).disposition {
+        if let Disposition::Candidate(order) | Disposition::RepeatInBatch(order) =
+            &item(ord).disposition
+        {
             outcome.fresh_event_times.push(order.occurred_at);
         }
     }

@@ -42,6 +42,17 @@ pub enum StoreError {
     PositionBehind {
         positions: BTreeMap<PartitionKey, Option<i64>>,
     },
+    /// A record repeats the id of an earlier record of the statement that
+    /// the statement parks (an unknown SKU), with another payload: apply the
+    /// records before `ord` (1-based, in the statement) and the rest apart,
+    /// so that it is judged as in a later batch. Nothing committed.
+    #[error("the batch is applied in two parts, split before record {ord}")]
+    SplitBefore { ord: usize },
+    /// A concurrent transaction committed a ledger row or a reservation that
+    /// the statement's snapshot did not show: run it again. Nothing
+    /// committed.
+    #[error("a concurrent batch wrote what this batch read: {message}")]
+    Raced { message: String },
     /// The database does not hold the schema this binary needs.
     #[error("{0}")]
     Schema(String),
@@ -80,6 +91,7 @@ impl StoreError {
             StoreError::Rejected { .. } => "rejected",
             StoreError::MissingPartition { .. } => "missing_partition",
             StoreError::PositionBehind { .. } => "position_behind",
+            StoreError::SplitBefore { .. } | StoreError::Raced { .. } => "serialization_failure",
         }
     }
 }
@@ -96,6 +108,10 @@ pub enum Verdict {
     /// The database went back (restored, failed over): read again from its
     /// positions.
     PositionBehind,
+    /// Apply the batch in two statements (see [`StoreError::SplitBefore`]).
+    SplitBefore,
+    /// Run the statement again at once (see [`StoreError::Raced`]).
+    Raced,
     /// The statement itself is refused (privileges, a missing object, a
     /// bug): every record would fail alike, so the batch is retried, never
     /// blamed on the records.
@@ -104,7 +120,7 @@ pub enum Verdict {
 
 /// SQLSTATE codes, or classes (two characters), and what they mean here;
 /// the first match wins. Codes not listed are [`Verdict::Unexpected`].
-const SQLSTATES: [(&str, Verdict); 11] = [
+const SQLSTATES: [(&str, Verdict); 13] = [
     ("40001", Verdict::Retry("serialization_failure")),
     ("40P01", Verdict::Retry("deadlock")),
     ("53300", Verdict::Retry("too_many_connections")),
@@ -112,6 +128,9 @@ const SQLSTATES: [(&str, Verdict); 11] = [
     ("57014", Verdict::Retry("query_canceled")),
     // inbox_position_behind (migration 20261203000003).
     ("IX001", Verdict::PositionBehind),
+    // inbox_refuse (migration 20261204000002).
+    ("IX002", Verdict::SplitBefore),
+    ("IX003", Verdict::Raced),
     // Class 57P: operator intervention (admin shutdown, crash shutdown,
     // cannot connect now).
     ("57P", Verdict::Retry("admin_shutdown")),
@@ -156,6 +175,17 @@ impl From<sqlx::Error> for StoreError {
                         positions: BTreeMap::new(),
                     },
                     Verdict::MissingPartition => StoreError::MissingPartition { message },
+                    Verdict::SplitBefore => {
+                        let detail = db
+                            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                            .and_then(|e| e.detail())
+                            .and_then(|d| d.parse().ok());
+                        match detail {
+                            Some(ord) => StoreError::SplitBefore { ord },
+                            None => StoreError::Unexpected { sqlstate, message },
+                        }
+                    }
+                    Verdict::Raced => StoreError::Raced { message },
                     Verdict::Isolate => StoreError::Rejected { sqlstate, message },
                     Verdict::Unexpected => StoreError::Unexpected { sqlstate, message },
                 }
@@ -231,6 +261,8 @@ mod tests {
     #[test]
     fn a_database_gone_back_and_anything_else() {
         assert_eq!(classify("IX001", None, None), Verdict::PositionBehind);
+        assert_eq!(classify("IX002", None, None), Verdict::SplitBefore);
+        assert_eq!(classify("IX003", None, None), Verdict::Raced);
         for sqlstate in ["42501", "42883", "XX000", ""] {
             assert_eq!(
                 classify(sqlstate, None, None),

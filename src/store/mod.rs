@@ -67,9 +67,11 @@ pub struct Inbox {
     idle: Mutex<Vec<PoolConnection<Postgres>>>,
     /// The last few timed window reads, for [`Inbox::round_trip`].
     round_trips: Mutex<Vec<Duration>>,
-    /// The position this inbox last wrote per partition: a database whose
-    /// position is behind it went back, and the batch statement refuses to
-    /// go on there (`PositionBehind`).
+    /// The position this inbox last wrote per partition, or read when the
+    /// partition was assigned: a database whose position is behind it went
+    /// back, and the batch statement refuses to go on there
+    /// (`PositionBehind`). Seeded at assignment, so that a database restored
+    /// under a consumer that has not written yet is caught too.
     written: Mutex<BTreeMap<PartitionKey, i64>>,
 }
 
@@ -87,6 +89,28 @@ impl Inbox {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The ledger's consumer name.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// Partitions assigned to this member, and the database's positions of
+    /// them as read then (absent: it has none): what the database must not
+    /// go behind from now on.
+    pub fn expect_positions(
+        &self,
+        assigned: &[PartitionKey],
+        positions: &BTreeMap<PartitionKey, i64>,
+    ) {
+        let mut written = self.written.lock().expect("written lock");
+        for key in assigned {
+            match positions.get(key) {
+                Some(position) => written.insert(key.clone(), *position),
+                None => written.remove(key),
+            };
+        }
     }
 
     /// Applies a batch of records (in poll order) exactly once. On `Err`
