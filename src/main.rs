@@ -70,7 +70,8 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
         Command::Maintain(args) => {
             args.validate()?;
             let pool = store::connect(args.connection(), 1).await?;
-            let report = store::maintain(&pool, args.retention()).await?;
+            service::warn_if_retention_differs(&pool, args.retention()).await?;
+            let report = store::maintain(&pool).await?;
             if report.locked {
                 println!(
                     "maintained; ledger partitions created: {}, dropped: {}; parked rows deleted: {}, payloads cleared: {}",

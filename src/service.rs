@@ -92,7 +92,7 @@ async fn consume_until_shutdown(
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);
     loop {
-        match maintain_and_load(&pool, &inbox, args.database.retention()).await {
+        match maintain_and_load(&pool, &inbox).await {
             Ok(()) => break,
             // Stopped before the database ever answered: nothing to drain.
             Err(store::StoreError::Transient { .. }) if *shutdown.borrow() => return Ok(()),
@@ -110,18 +110,12 @@ async fn consume_until_shutdown(
         .store(true, std::sync::atomic::Ordering::Relaxed);
     tasks.push(tokio::spawn(maintain_periodically(
         pool.clone(),
-        args.database.retention(),
         args.maintenance_interval(),
         finished,
     )));
 
-    check_topic_retention(
-        kafka,
-        &args.kafka_topic,
-        args.database.inbox_retention_days,
-        metrics,
-    )
-    .await;
+    let retention = warn_if_retention_differs(&pool, args.database.retention()).await?;
+    check_topic_retention(kafka, &args.kafka_topic, retention.ledger_days, metrics).await;
 
     let inbox = Arc::new(inbox);
     let mut fences: std::collections::VecDeque<std::time::Instant> = Default::default();
@@ -266,21 +260,38 @@ async fn check_topic_retention(
     }
 }
 
-async fn maintain_and_load(
-    pool: &sqlx::PgPool,
-    inbox: &Inbox,
-    retention: store::Retention,
-) -> Result<(), store::StoreError> {
+async fn maintain_and_load(pool: &sqlx::PgPool, inbox: &Inbox) -> Result<(), store::StoreError> {
     store::check_schema(pool).await?;
-    let report = store::maintain(pool, retention).await?;
+    let report = store::maintain(pool).await?;
     tracing::info!(?report, "ledger partitions maintained");
     inbox.refresh_window().await.map(|_| ())
+}
+
+/// The retention the database holds (its owner set it at `migrate`; it
+/// applies to every consumer of the database), with a warning when this
+/// process was configured otherwise.
+pub async fn warn_if_retention_differs(
+    pool: &sqlx::PgPool,
+    configured: store::Retention,
+) -> Result<store::Retention, store::StoreError> {
+    let database = store::retention(pool).await?;
+    if database != configured {
+        tracing::warn!(
+            database_retention_days = database.ledger_days,
+            database_parked_retention_days = database.parked_days,
+            database_parked_payload_days = database.parked_payload_days,
+            configured_retention_days = configured.ledger_days,
+            configured_parked_retention_days = configured.parked_days,
+            configured_parked_payload_days = configured.parked_payload_days,
+            "INBOX_RETENTION_DAYS, INBOX_PARKED_RETENTION_DAYS or INBOX_PARKED_PAYLOAD_DAYS differ from the database's retention, which applies: run `inventory-inbox migrate` with the new values to change it"
+        );
+    }
+    Ok(database)
 }
 
 /// Maintenance every `every` until `finished`.
 async fn maintain_periodically(
     pool: sqlx::PgPool,
-    retention: store::Retention,
     every: Duration,
     mut finished: watch::Receiver<bool>,
 ) {
@@ -291,7 +302,7 @@ async fn maintain_periodically(
             _ = finished.wait_for(|done| *done) => return,
             _ = interval.tick() => {}
         }
-        match store::maintain(&pool, retention).await {
+        match store::maintain(&pool).await {
             Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
             Err(error) => {
                 tracing::warn!(%error, "maintenance failed; tried again at the next interval")

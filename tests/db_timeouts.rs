@@ -73,6 +73,7 @@ async fn maintenance_behind_a_held_partition_gives_up() {
         .expect("hold the partition");
 
     // A window one day shorter: the oldest partition is to be dropped.
+    db.set_retention_days(13).await;
     let maintain = || {
         tokio::process::Command::new(binary())
             .arg("maintain")

@@ -29,11 +29,14 @@ fn days(first: NaiveDate, last: NaiveDate) -> Vec<NaiveDate> {
     first.iter_days().take_while(|d| *d <= last).collect()
 }
 
-fn maintain(db: &TestDb, retention_days: &str) -> String {
+/// Runs `inventory-inbox maintain` after the owner set the database's
+/// retention (what `migrate` writes) to `retention_days`.
+async fn maintain(db: &TestDb, retention_days: i32) -> String {
+    db.set_retention_days(retention_days).await;
     let output = Command::new(binary())
         .arg("maintain")
         .env("DATABASE_URL", &db.url)
-        .env("INBOX_RETENTION_DAYS", retention_days)
+        .env("INBOX_RETENTION_DAYS", retention_days.to_string())
         .output()
         .expect("run maintain");
     assert!(output.status.success(), "maintain failed: {output:?}");
@@ -58,11 +61,11 @@ async fn partitions_after_migrate_and_maintain_are_exactly_the_window() {
         format!("processed_inbox_p{}", expected[0].format("%Y%m%d"))
     );
 
-    let out = maintain(&db, "14");
+    let out = maintain(&db, 14).await;
     assert!(out.contains("created: 0, dropped: 0"), "{out}");
     assert_eq!(window(&db).await, expected, "maintain is idempotent");
 
-    let out = maintain(&db, "10");
+    let out = maintain(&db, 10).await;
     assert!(out.contains("dropped: 4"), "{out}");
     assert_eq!(
         window(&db).await,
@@ -88,7 +91,7 @@ async fn maintenance_runs_in_one_instance_at_a_time() {
         .execute(&mut *holder)
         .await
         .unwrap();
-    let out = maintain(&db, "14");
+    let out = maintain(&db, 14).await;
     assert!(
         out.contains("another instance holds the maintenance lock"),
         "{out}"
@@ -185,7 +188,7 @@ async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
 
     // The day leaves the window while the consumer runs (it still believes
     // the day is inside): the duplicate must be parked, not applied.
-    let out = maintain(&db, "13");
+    let out = maintain(&db, 13).await;
     assert!(out.contains("dropped: 1"), "{out}");
     produce(&producer(), &topic, &[Outgoing::event(&event)]).await;
     wait_committed(&spec, 2).await;
@@ -208,6 +211,12 @@ async fn maintenance_prunes_old_parked_rows_and_clears_older_payloads() {
         .await
         .unwrap();
     }
+    // The owner keeps payloads 7 days (as `migrate` with
+    // INBOX_PARKED_PAYLOAD_DAYS=7 writes it).
+    sqlx::query("UPDATE inbox_settings SET parked_payload_days = 7")
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let output = Command::new(binary())
         .arg("maintain")
         .env("DATABASE_URL", &db.url)
@@ -347,7 +356,7 @@ async fn maintenance_counts_days_in_utc_whatever_the_sessions_time_zone() {
         .await
         .unwrap();
     assert_ne!(local_today, utc_today, "{zone} is on another day");
-    sqlx::query("SELECT * FROM inbox_maintain(14, 2, 30, 0)")
+    sqlx::query("SELECT * FROM inbox_maintain()")
         .execute(&mut *session)
         .await
         .unwrap();

@@ -23,6 +23,8 @@ async fn the_application_role_cannot_change_schema_or_delete_history() {
         "INSERT INTO inventory_stock (sku, on_hand) VALUES ('X', 1)",
         "CREATE TABLE processed_inbox_p20991231 PARTITION OF processed_inbox FOR VALUES FROM ('2099-12-31') TO ('2100-01-01')",
         "SELECT inbox_create_partitions(current_date, current_date + 30)",
+        "UPDATE inbox_settings SET retention_days = 1",
+        "SELECT inbox_maintain(-3, 0, 0, 0)",
     ] {
         let error = sqlx::query(statement)
             .execute(&app)
@@ -33,16 +35,74 @@ async fn the_application_role_cannot_change_schema_or_delete_history() {
             .and_then(|e| e.code())
             .map(|c| c.into_owned());
         assert!(
-            matches!(code.as_deref(), Some("42501") | Some("42P01")),
+            matches!(code.as_deref(), Some("42501" | "42P01" | "42883")),
             "{statement}: {error}"
         );
     }
-    // Maintenance through the owner's function works for the app role.
-    let (locked, created): (bool, i32) =
-        sqlx::query_as("SELECT locked, created FROM inbox_maintain(14, 2, 30, 0)")
+    // Maintenance through the owner's function works for the app role, as
+    // the database's settings say: it can ask for it, not choose what it
+    // keeps.
+    let partitions = "SELECT count(*) FROM inbox_window_days()";
+    let before: i64 = sqlx::query_scalar(partitions)
+        .fetch_one(&app)
+        .await
+        .unwrap();
+    assert_eq!(before, 14 + 1 + 2);
+    let (locked, created, dropped): (bool, i32, i32) =
+        sqlx::query_as("SELECT locked, created, dropped FROM inbox_maintain()")
             .fetch_one(&app)
             .await
             .expect("maintain as the application role");
     assert!(locked);
-    assert_eq!(created, 0);
+    assert_eq!((created, dropped), (0, 0));
+    let parked: (i32, i32) = sqlx::query_as("SELECT deleted, cleared FROM inbox_prune_parked(10)")
+        .fetch_one(&app)
+        .await
+        .expect("prune parked rows as the application role");
+    assert_eq!(parked, (0, 0));
+    let after: i64 = sqlx::query_scalar(partitions)
+        .fetch_one(&app)
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}
+
+/// The retention is the database's, written by `migrate` as the owner: a
+/// `maintain` or a consumer configured with another keeps the database's,
+/// and says so.
+#[tokio::test]
+async fn the_retention_is_the_databases_and_only_migrate_changes_it() {
+    let db = TestDb::new().await;
+    let days = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM inbox_window_days()")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(days().await, 17);
+    let run = |command: &str, url: &str, retention: &str| {
+        std::process::Command::new(binary())
+            .arg(command)
+            .env("DATABASE_URL", url)
+            .env("INBOX_RETENTION_DAYS", retention)
+            .output()
+            .expect("run inventory-inbox")
+    };
+    let maintained = run("maintain", &db.app_url, "3");
+    assert!(maintained.status.success(), "{maintained:?}");
+    assert_eq!(days().await, 17, "the database's 14 days are kept");
+    assert!(
+        String::from_utf8_lossy(&maintained.stderr)
+            .contains("differ from the database's retention"),
+        "{}",
+        String::from_utf8_lossy(&maintained.stderr)
+    );
+    let migrated = run("migrate", &db.url, "7");
+    assert!(migrated.status.success(), "{migrated:?}");
+    assert_eq!(days().await, 7 + 1 + 2, "migrate set 7 days");
+    let retention: i32 = sqlx::query_scalar("SELECT retention_days FROM inbox_settings")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(retention, 7);
 }

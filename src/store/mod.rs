@@ -30,8 +30,8 @@ pub use apply::BatchOutcome;
 pub use error::{StoreError, RETRY_REASONS};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
-    check_schema, connect, load_window, maintain, migrate, Connection, MaintainReport, Retention,
-    PREMAKE_DAYS,
+    check_schema, connect, load_window, maintain, migrate, retention, Connection, MaintainReport,
+    Retention, PREMAKE_DAYS,
 };
 
 use std::collections::BTreeMap;

@@ -16,6 +16,15 @@ use super::StoreError;
 
 const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../../sql/maintain.sql");
+const PRUNE_PARKED: &str = include_str!("../../sql/prune_parked.sql");
+const RETENTION: &str = include_str!("../../sql/retention.sql");
+const SET_RETENTION: &str = include_str!("../../sql/set_retention.sql");
+
+/// Parked rows deleted (or payloads cleared) per transaction of maintenance.
+const PRUNE_STEP: i32 = 10_000;
+/// Steps of parked-row pruning per maintenance run: a backlog larger than
+/// this many steps is worked off over the next runs.
+const PRUNE_STEPS_PER_RUN: usize = 100;
 
 /// Days of ledger partitions made ahead of today (docs/design.md#the-dedup-window).
 pub const PREMAKE_DAYS: i32 = 2;
@@ -59,7 +68,8 @@ pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, S
         .connect_lazy_with(options))
 }
 
-/// What maintenance keeps (docs/design.md#the-dedup-window).
+/// What maintenance keeps (docs/design.md#the-dedup-window): the database's
+/// own settings (`inbox_settings`), written by `migrate` as the owner role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     /// Days of ledger partitions behind today: the dedup window.
@@ -70,11 +80,37 @@ pub struct Retention {
     pub parked_payload_days: i32,
 }
 
-/// Applies the embedded migrations, then creates the partitions of the
-/// window.
+/// Applies the embedded migrations, writes the retention into the database
+/// (the owner's to set; it applies to every consumer of the database), then
+/// creates the partitions of the window.
 pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
     MIGRATOR.run(pool).await?;
-    maintain(pool, retention).await
+    let before = sqlx::query(SET_RETENTION)
+        .bind(retention.ledger_days)
+        .bind(PREMAKE_DAYS)
+        .bind(retention.parked_days)
+        .bind(retention.parked_payload_days)
+        .fetch_one(pool)
+        .await?;
+    let before = retention_of(&before)?;
+    if before != retention {
+        tracing::info!(?before, now = ?retention, "the database's retention changed");
+    }
+    maintain(pool).await
+}
+
+/// The retention the database holds (`inbox_settings`).
+pub async fn retention(pool: &PgPool) -> Result<Retention, StoreError> {
+    let row = sqlx::query(RETENTION).fetch_one(pool).await?;
+    retention_of(&row)
+}
+
+fn retention_of(row: &sqlx::postgres::PgRow) -> Result<Retention, StoreError> {
+    Ok(Retention {
+        ledger_days: row.try_get("retention_days")?,
+        parked_days: row.try_get("parked_retention_days")?,
+        parked_payload_days: row.try_get("parked_payload_days")?,
+    })
 }
 
 /// The migrations embedded in this binary.
@@ -125,23 +161,39 @@ pub struct MaintainReport {
     pub payloads_cleared: i32,
 }
 
-/// Creates partitions ahead, drops those older than the retention and prunes
-/// parked rows, under an advisory lock (docs/design.md#the-dedup-window).
-pub async fn maintain(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
-    let row = sqlx::query(MAINTAIN)
-        .bind(retention.ledger_days)
-        .bind(PREMAKE_DAYS)
-        .bind(retention.parked_days)
-        .bind(retention.parked_payload_days)
-        .fetch_one(pool)
-        .await?;
-    Ok(MaintainReport {
+/// Creates partitions ahead and drops those older than the retention, under
+/// an advisory lock, then prunes parked rows in bounded steps, each its own
+/// transaction (docs/design.md#the-dedup-window); all as the database's
+/// settings say.
+pub async fn maintain(pool: &PgPool) -> Result<MaintainReport, StoreError> {
+    let row = sqlx::query(MAINTAIN).fetch_one(pool).await?;
+    let mut report = MaintainReport {
         locked: row.try_get("locked")?,
         created: row.try_get("created")?,
         dropped: row.try_get("dropped")?,
-        parked_deleted: row.try_get("parked_deleted")?,
-        payloads_cleared: row.try_get("payloads_cleared")?,
-    })
+        parked_deleted: 0,
+        payloads_cleared: 0,
+    };
+    // The instance that held the lock prunes; the others leave it to it.
+    let steps = if report.locked {
+        PRUNE_STEPS_PER_RUN
+    } else {
+        0
+    };
+    for _ in 0..steps {
+        let row = sqlx::query(PRUNE_PARKED)
+            .bind(PRUNE_STEP)
+            .fetch_one(pool)
+            .await?;
+        let deleted: i32 = row.try_get("deleted")?;
+        let cleared: i32 = row.try_get("cleared")?;
+        report.parked_deleted += deleted;
+        report.payloads_cleared += cleared;
+        if deleted < PRUNE_STEP && cleared < PRUNE_STEP {
+            break;
+        }
+    }
+    Ok(report)
 }
 
 /// Reads the dedup window: the days that have a ledger partition.

@@ -178,6 +178,16 @@ impl TestDb {
         }
     }
 
+    /// Sets the database's ledger retention, as `inventory-inbox migrate`
+    /// does for the owner; maintenance keeps that many days from then on.
+    pub async fn set_retention_days(&self, days: i32) {
+        sqlx::query("UPDATE inbox_settings SET retention_days = $1")
+            .bind(days)
+            .execute(&self.pool)
+            .await
+            .expect("set the retention");
+    }
+
     /// Sets the stock of SKUs (on_hand, nothing reserved).
     pub async fn seed_stock(&self, stock: &[(&str, i64)]) {
         for (sku, on_hand) in stock {
