@@ -460,11 +460,35 @@ impl RunArgs {
                 )));
             }
         }
-        Ok(KafkaSettings {
+        let settings = KafkaSettings {
             group_protocol: self.group_protocol,
             bootstrap_servers: self.kafka_bootstrap_servers.clone(),
-            properties: properties.into_iter().map(|(k, v, _)| (k, v)).collect(),
-        })
+            properties: properties
+                .iter()
+                .map(|(k, v, _)| (k.clone(), v.clone()))
+                .collect(),
+        };
+        // librdkafka checks each property's name and value as it takes it:
+        // a mistake is one line naming where the property came from, before
+        // anything connects, and never its value.
+        if let Err(error) = settings
+            .consumer_config(&self.kafka_group_id)
+            .create_native_config()
+        {
+            let error = settings.scrub(error);
+            let message = match &error {
+                rdkafka::error::KafkaError::ClientConfig(_, description, key, _) => {
+                    let origin = properties
+                        .iter()
+                        .find(|(k, _, _)| k == key)
+                        .map_or("KAFKA_PROPERTY_*", |(_, _, origin)| origin.as_str());
+                    format!("{origin}: {description} (value not shown)")
+                }
+                other => format!("KAFKA_PROPERTY_*: {other}"),
+            };
+            return Err(ConfigError(message));
+        }
+        Ok(settings)
     }
 }
 

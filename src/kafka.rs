@@ -39,7 +39,46 @@ pub struct KafkaSettings {
     pub properties: Vec<(String, String)>,
 }
 
+/// Shortest property value taken out of error text whatever its key: a
+/// shorter one (`1`, `all`, `PLAIN`) is no secret, and taking it out would
+/// garble the words around it.
+const SCRUBBED_FROM_LENGTH: usize = 8;
+
+/// Property keys whose values are secrets at any length.
+const SECRET_PROPERTY_MARKERS: [&str; 5] = ["password", "secret", "token", "jaas", "key"];
+
 impl KafkaSettings {
+    /// A librdkafka error without the values of the operator's properties:
+    /// its text may quote them (an invalid value, a mandatory property), and
+    /// they may be secrets. Every error of a client's creation goes through
+    /// here before it is logged or returned.
+    pub fn scrub(&self, error: KafkaError) -> KafkaError {
+        match error {
+            KafkaError::ClientConfig(result, description, key, _value) => KafkaError::ClientConfig(
+                result,
+                self.scrub_text(&description),
+                key,
+                "(value not shown)".into(),
+            ),
+            KafkaError::ClientCreation(text) => KafkaError::ClientCreation(self.scrub_text(&text)),
+            other => other,
+        }
+    }
+
+    /// `text` with every property value that could be a secret replaced.
+    pub fn scrub_text(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (key, value) in &self.properties {
+            let secret = SECRET_PROPERTY_MARKERS
+                .iter()
+                .any(|marker| key.contains(marker));
+            if !value.is_empty() && (secret || value.len() >= SCRUBBED_FROM_LENGTH) {
+                text = text.replace(value.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+
     /// The common configuration of every client of the service.
     pub fn client_config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
@@ -454,8 +493,10 @@ pub async fn topic_retention(
     topic: &str,
 ) -> KafkaResult<Option<Duration>> {
     use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
-        settings.client_config().create()?;
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
     let results = admin
         .describe_configs(
             &[ResourceSpecifier::Topic(topic)],
@@ -551,7 +592,8 @@ impl Dlq {
             .client_config()
             .set("linger.ms", "5")
             .set("message.timeout.ms", "30000")
-            .create()?;
+            .create()
+            .map_err(|error| settings.scrub(error))?;
         Ok(Dlq { producer, topic })
     }
 
@@ -693,5 +735,48 @@ mod tests {
         assert_eq!(tracked.unconfirmed().count(), 0);
         tracked.advance(&BTreeMap::from([(key(1), 45)]));
         assert_eq!(offsets(&tracked.unconfirmed()), vec![(1, 45)]);
+    }
+}
+
+#[cfg(test)]
+mod scrub_tests {
+    use super::*;
+    use rdkafka::types::RDKafkaConfRes;
+
+    fn settings(properties: &[(&str, &str)]) -> KafkaSettings {
+        KafkaSettings {
+            bootstrap_servers: "127.0.0.1:9092".into(),
+            group_protocol: crate::config::GroupProtocol::Classic,
+            properties: properties
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn no_property_value_that_could_be_a_secret_reaches_an_error() {
+        let settings = settings(&[
+            ("sasl.password", "pw"),
+            ("socket.timeout.ms", "hunter2hunter2"),
+            ("acks", "all"),
+        ]);
+        let scrubbed = settings.scrub(KafkaError::ClientConfig(
+            RDKafkaConfRes::RD_KAFKA_CONF_INVALID,
+            "Invalid value \"hunter2hunter2\" for configuration property \"socket.timeout.ms\"; pw"
+                .into(),
+            "socket.timeout.ms".into(),
+            "hunter2hunter2".into(),
+        ));
+        let text = scrubbed.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("; pw"), "{text}");
+        assert!(text.contains("socket.timeout.ms"), "{text}");
+        let created = settings
+            .scrub(KafkaError::ClientCreation(
+                "call me all hunter2hunter2".into(),
+            ))
+            .to_string();
+        assert_eq!(created, "Client creation error: call me all [redacted]");
     }
 }

@@ -26,12 +26,25 @@ pub enum ServiceError {
         address: std::net::SocketAddr,
         source: std::io::Error,
     },
+    // Not sources: the message says it once (an error chain would repeat it).
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
+    Kafka(rdkafka::error::KafkaError),
     #[error("database: {0}")]
-    Store(#[from] store::StoreError),
+    Store(store::StoreError),
     #[error(transparent)]
     Pipeline(#[from] crate::pipeline::PipelineError),
+}
+
+impl From<rdkafka::error::KafkaError> for ServiceError {
+    fn from(error: rdkafka::error::KafkaError) -> Self {
+        ServiceError::Kafka(error)
+    }
+}
+
+impl From<store::StoreError> for ServiceError {
+    fn from(error: store::StoreError) -> Self {
+        ServiceError::Store(error)
+    }
 }
 
 /// Runs the consumer until SIGTERM or SIGINT, then drains and exits.
@@ -195,7 +208,8 @@ async fn consume(
     let consumer: InboxConsumer = InboxConsumer::from_config_and_context(
         &kafka.consumer_config(&args.kafka_group_id),
         context,
-    )?;
+    )
+    .map_err(|error| kafka.scrub(error))?;
     consumer.subscribe(&[&args.kafka_topic])?;
     let dlq = match args.dlq_topic.trim() {
         "" => None,

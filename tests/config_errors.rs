@@ -123,3 +123,41 @@ fn an_otlp_setting_the_service_cannot_use_names_the_variable() {
         assert_one_line_naming(&stderr, name);
     }
 }
+
+#[test]
+fn an_invalid_kafka_property_value_is_named_never_shown() {
+    let (code, stderr) = run_with(
+        &[("KAFKA_PROPERTY_SOCKET_TIMEOUT_MS", "hunter2hunter2")],
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "KAFKA_PROPERTY_SOCKET_TIMEOUT_MS");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// What librdkafka refuses only when the client is made (a combination of
+/// properties) ends the process too, and no property's value reaches the
+/// log or the error, whatever librdkafka's words.
+#[tokio::test]
+async fn a_kafka_client_librdkafka_cannot_make_is_reported_without_secrets() {
+    let db = common::TestDb::new().await;
+    let secret = "hunter2-client-secret";
+    let (code, stderr) = run_with(
+        &[
+            ("DATABASE_URL", db.app_url.as_str()),
+            ("KAFKA_PROPERTY_SECURITY_PROTOCOL", "SASL_PLAINTEXT"),
+            ("KAFKA_PROPERTY_SASL_MECHANISM", "OAUTHBEARER"),
+            ("KAFKA_PROPERTY_SASL_OAUTHBEARER_METHOD", "oidc"),
+            ("KAFKA_PROPERTY_SASL_OAUTHBEARER_CLIENT_SECRET", secret),
+        ],
+        &["--metrics-addr", "127.0.0.1:0"],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("sasl.oauthbearer.token.endpoint.url"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(secret), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(last.matches("is mandatory").count(), 1, "said once: {last}");
+}

@@ -102,8 +102,15 @@ pub struct Pipeline {
 /// A pipeline error that ends `run`.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
+    // Not a source: the message says it once.
     #[error("kafka: {0}")]
-    Kafka(#[from] rdkafka::error::KafkaError),
+    Kafka(rdkafka::error::KafkaError),
+}
+
+impl From<rdkafka::error::KafkaError> for PipelineError {
+    fn from(error: rdkafka::error::KafkaError) -> Self {
+        PipelineError::Kafka(error)
+    }
 }
 
 /// Where the loop is. Two more states are read where they apply: a batch
