@@ -48,7 +48,8 @@
 -- (order_id, sku); one per partition: $19 topic, $20 partition, $21 next
 -- offset, $22 the position the consumer last wrote for it (null: none yet).
 -- $1 is the ledger's consumer; $23 the trace id of the batch's span (null
--- when tracing is off), kept on its parked rows.
+-- when tracing is off), kept on its parked rows; $24 per partition, the id
+-- of its topic (Kafka's; null when the broker did not say).
 --
 -- 0. Before anything: a partition whose position in the database is behind
 --    the one this consumer wrote ($22) means the database went back (a
@@ -274,17 +275,24 @@ parked AS (
 ),
 -- 7.
 next_position AS (
-    INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset)
-    SELECT $1, n.topic, n.kafka_partition, n.next_offset
-    FROM UNNEST($19::text[], $20::int[], $21::bigint[]) AS n(topic, kafka_partition, next_offset)
+    INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset, topic_id)
+    SELECT $1, n.topic, n.kafka_partition, n.next_offset, n.topic_id
+    FROM UNNEST($19::text[], $20::int[], $21::bigint[], $24::uuid[])
+         AS n(topic, kafka_partition, next_offset, topic_id)
     CROSS JOIN (SELECT count(*) FROM stock_update) AS stock_done
     CROSS JOIN (SELECT count(*) FROM parked) AS parked_done
     CROSS JOIN (SELECT count(*) FROM raced) AS race_checked
     WHERE (SELECT count(*) FROM split) = 0
     ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
-        SET next_offset = EXCLUDED.next_offset,
+        -- Forward only, unless the position was written for the topic's
+        -- earlier life (deleted and created again since); a position of
+        -- no known topic takes this one's.
+        SET next_offset = CASE WHEN p.topic_id <> EXCLUDED.topic_id THEN EXCLUDED.next_offset
+                               ELSE greatest(p.next_offset, EXCLUDED.next_offset) END,
+            topic_id = coalesce(EXCLUDED.topic_id, p.topic_id),
             updated_at = now()
         WHERE p.next_offset < EXCLUDED.next_offset
+           OR (EXCLUDED.topic_id IS NOT NULL AND p.topic_id IS DISTINCT FROM EXCLUDED.topic_id)
     RETURNING 1
 )
 -- What the batch did: the ordinals of the fresh events (and of the business

@@ -516,6 +516,77 @@ pub async fn topic_retention(
         .map(|ms| Duration::from_millis(ms as u64)))
 }
 
+/// The topic's id (Kafka's, from KIP-516: a topic deleted and created
+/// again under the same name has another), or `None` when the broker does
+/// not say within `timeout` (an old broker, or none reachable). Blocks.
+pub fn topic_id<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Option<uuid::Uuid> {
+    use rdkafka::bindings as rdsys;
+    let name = std::ffi::CString::new(topic).ok()?;
+    let mut names = [name.as_ptr()];
+    let rk = client.native_ptr();
+    let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: every object made here is destroyed here, after the last use
+    // of what it owns (the description belongs to the event); the client
+    // outlives the call.
+    unsafe {
+        let queue = rdsys::rd_kafka_queue_new(rk);
+        let topics = rdsys::rd_kafka_TopicCollection_of_topic_names(names.as_mut_ptr(), 1);
+        let options = rdsys::rd_kafka_AdminOptions_new(
+            rk,
+            rdsys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+        );
+        let mut errstr = [0 as std::os::raw::c_char; 256];
+        rdsys::rd_kafka_AdminOptions_set_request_timeout(
+            options,
+            millis,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        rdsys::rd_kafka_DescribeTopics(rk, topics, options, queue);
+        let event = rdsys::rd_kafka_queue_poll(queue, millis);
+        let mut id = None;
+        if !event.is_null()
+            && rdsys::rd_kafka_event_error(event)
+                == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            let result = rdsys::rd_kafka_event_DescribeTopics_result(event);
+            let mut count = 0usize;
+            let descriptions = if result.is_null() {
+                std::ptr::null_mut()
+            } else {
+                rdsys::rd_kafka_DescribeTopics_result_topics(result, &mut count)
+            };
+            if !descriptions.is_null() && count == 1 {
+                let description = *descriptions;
+                let error = rdsys::rd_kafka_TopicDescription_error(description);
+                let found = rdsys::rd_kafka_TopicDescription_topic_id(description);
+                if (error.is_null()
+                    || rdsys::rd_kafka_error_code(error)
+                        == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
+                    && !found.is_null()
+                {
+                    let high = rdsys::rd_kafka_Uuid_most_significant_bits(found) as u64;
+                    let low = rdsys::rd_kafka_Uuid_least_significant_bits(found) as u64;
+                    if high != 0 || low != 0 {
+                        id = Some(uuid::Uuid::from_u64_pair(high, low));
+                    }
+                }
+            }
+        }
+        if !event.is_null() {
+            rdsys::rd_kafka_event_destroy(event);
+        }
+        rdsys::rd_kafka_AdminOptions_destroy(options);
+        rdsys::rd_kafka_TopicCollection_destroy(topics);
+        rdsys::rd_kafka_queue_destroy(queue);
+        id
+    }
+}
+
 /// Copies a polled message into an owned record.
 pub fn to_record(message: &BorrowedMessage<'_>) -> InboundRecord {
     InboundRecord {

@@ -15,12 +15,13 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
 use sqlx::{PgPool, Row};
 use tokio::sync::watch;
+use uuid::Uuid;
 
 use crate::batch::PartitionKey;
 use crate::metrics::Metrics;
 use crate::store::StoreError;
 
-const READ: &str = "SELECT topic, kafka_partition, next_offset FROM inbox_position
+const READ: &str = "SELECT topic, kafka_partition, next_offset, topic_id FROM inbox_position
     WHERE consumer = $1 AND topic = ANY($2::text[]) AND kafka_partition = ANY($3::int[])";
 
 const LIST: &str = "SELECT topic, kafka_partition, next_offset, updated_at FROM inbox_position
@@ -50,11 +51,17 @@ pub struct Position {
     pub updated_at: DateTime<Utc>,
 }
 
-/// The database's positions of these partitions (those it has).
+/// The database's positions of these partitions (those it has) that
+/// belong to the topics as they are now (`topic_ids`: Kafka's topic ids,
+/// where the broker said). A position written for another id was written
+/// for the topic's earlier life (deleted and created again since): it is
+/// left out, and said, and the partition starts as if the database had no
+/// position (the next batch writes the new topic's).
 pub async fn read(
     pool: &PgPool,
     consumer: &str,
     partitions: &[PartitionKey],
+    topic_ids: &BTreeMap<String, Uuid>,
 ) -> Result<BTreeMap<PartitionKey, i64>, StoreError> {
     let topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
@@ -67,8 +74,25 @@ pub async fn read(
     let mut positions = BTreeMap::new();
     for row in rows {
         let key: PartitionKey = (row.try_get("topic")?, row.try_get("kafka_partition")?);
-        if partitions.contains(&key) {
-            positions.insert(key, row.try_get("next_offset")?);
+        if !partitions.contains(&key) {
+            continue;
+        }
+        let next_offset: i64 = row.try_get("next_offset")?;
+        let written_for: Option<Uuid> = row.try_get("topic_id")?;
+        match (written_for, topic_ids.get(&key.0)) {
+            (Some(then), Some(now)) if then != *now => {
+                tracing::warn!(
+                    topic = %key.0,
+                    partition = key.1,
+                    database_position = next_offset,
+                    position_topic_id = %then,
+                    topic_id = %now,
+                    "the database's position was written for an earlier topic of this name (deleted and created again since): it is not used, and the partition is read as if the database had none"
+                );
+            }
+            _ => {
+                positions.insert(key, next_offset);
+            }
         }
     }
     Ok(positions)
@@ -130,7 +154,11 @@ impl PositionSource {
     /// The database's positions of `partitions`, waiting (with backoff) for
     /// the database when it is unreachable: starting elsewhere could skip
     /// what a restored database lacks. `None` at shutdown.
-    fn read_blocking(&self, partitions: &[PartitionKey]) -> Option<BTreeMap<PartitionKey, i64>> {
+    fn read_blocking(
+        &self,
+        partitions: &[PartitionKey],
+        topic_ids: &BTreeMap<String, Uuid>,
+    ) -> Option<BTreeMap<PartitionKey, i64>> {
         let wait = async {
             let mut delay = Duration::from_millis(200);
             let mut shutdown = self.shutdown.clone();
@@ -138,9 +166,17 @@ impl PositionSource {
                 if *shutdown.borrow() {
                     return None;
                 }
-                match read(self.inbox.pool(), self.inbox.consumer(), partitions).await {
+                match read(
+                    self.inbox.pool(),
+                    self.inbox.consumer(),
+                    partitions,
+                    topic_ids,
+                )
+                .await
+                {
                     Ok(positions) => {
-                        self.inbox.expect_positions(partitions, &positions);
+                        self.inbox
+                            .expect_positions(partitions, &positions, topic_ids);
                         return Some(positions);
                     }
                     Err(error) => {
@@ -190,7 +226,22 @@ impl PositionSource {
             .iter()
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect();
-        let positions = self.read_blocking(&partitions)?;
+        let mut topic_ids = BTreeMap::new();
+        for (topic, _) in &partitions {
+            if topic_ids.contains_key(topic) {
+                continue;
+            }
+            match crate::kafka::topic_id(consumer.client(), topic, Duration::from_secs(10)) {
+                Some(id) => {
+                    topic_ids.insert(topic.clone(), id);
+                }
+                None => tracing::warn!(
+                    topic,
+                    "the broker did not give the topic's id: a topic deleted and created again under this name cannot be told from it"
+                ),
+            }
+        }
+        let positions = self.read_blocking(&partitions, &topic_ids)?;
         let mut to_commit = BTreeMap::new();
         for ((topic, partition), next) in &positions {
             let start = checked_start(consumer, topic, *partition, *next, metrics);

@@ -234,6 +234,26 @@ impl Pipeline {
             .with_label_values(&["position_behind"])
             .inc();
         for ((topic, partition), position) in positions {
+            tracing::error!(
+                topic,
+                partition,
+                database_position = ?position,
+                "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
+            );
+        }
+        self.seek_to(positions, records, carry);
+    }
+
+    /// Reads each partition again from the given position (its beginning for
+    /// `None`), dropping the records in hand, and commits that offset to
+    /// Kafka from now on.
+    pub(super) fn seek_to(
+        &self,
+        positions: &BTreeMap<PartitionKey, Option<i64>>,
+        records: &mut Vec<InboundRecord>,
+        carry: &mut VecDeque<InboundRecord>,
+    ) {
+        for ((topic, partition), position) in positions {
             let offset = match position {
                 Some(next) => Offset::Offset(tokio::task::block_in_place(|| {
                     crate::positions::checked_start(
@@ -247,12 +267,6 @@ impl Pipeline {
                 })),
                 None => Offset::Beginning,
             };
-            tracing::error!(
-                topic,
-                partition,
-                database_position = ?position,
-                "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
-            );
             let sought = tokio::task::block_in_place(|| {
                 self.consumer
                     .seek(topic, *partition, offset, Duration::from_secs(10))

@@ -2,11 +2,12 @@
 //! last one left), how long it waits for them, and the records of revoked
 //! partitions it lets go.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::BorrowedMessage;
 
@@ -14,6 +15,9 @@ use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
 
 use super::observe::ConsumeFailed;
+
+/// The longest a check of a topic's id waits for the broker.
+const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
 use super::{Phase, Pipeline, Poll};
 
 impl Pipeline {
@@ -112,6 +116,7 @@ impl Pipeline {
         if owned.is_empty() {
             return;
         }
+        self.check_topic_ids(&owned, records, poll);
         match self.inbox.gone_back(&owned).await {
             Ok(behind) => {
                 self.metrics
@@ -130,6 +135,55 @@ impl Pipeline {
                 tracing::warn!(%error, "cannot check the database's positions of the owned partitions");
             }
         }
+    }
+
+    /// A topic deleted and created again under the same name while this
+    /// member reads it is another topic (another Kafka topic id), whose
+    /// first records librdkafka would skip, fetching on at the old offset:
+    /// its partitions are read again from their beginning (what this member
+    /// applied of them meanwhile is in the ledger; the positions written
+    /// from now on carry the new id).
+    fn check_topic_ids(
+        &self,
+        owned: &[PartitionKey],
+        records: &mut Vec<InboundRecord>,
+        poll: &mut Poll,
+    ) {
+        let topics: BTreeSet<&str> = owned.iter().map(|(topic, _)| topic.as_str()).collect();
+        let mut recreated = BTreeMap::new();
+        for topic in topics {
+            let Some(known) = self.inbox.topic_id(topic) else {
+                continue;
+            };
+            let now = tokio::task::block_in_place(|| {
+                kafka::topic_id(self.consumer.client(), topic, TOPIC_ID_WAIT)
+            });
+            match now {
+                Some(now) if now != known => {
+                    tracing::error!(
+                        topic,
+                        topic_id = %now,
+                        earlier_topic_id = %known,
+                        "the topic was deleted and created again while this consumer read it: reading its partitions again from their beginning"
+                    );
+                    recreated.insert(topic.to_owned(), now);
+                }
+                _ => {}
+            }
+        }
+        if recreated.is_empty() {
+            return;
+        }
+        let partitions: Vec<PartitionKey> = owned
+            .iter()
+            .filter(|(topic, _)| recreated.contains_key(topic))
+            .cloned()
+            .collect();
+        self.inbox
+            .expect_positions(&partitions, &BTreeMap::new(), &recreated);
+        let from_the_start: BTreeMap<PartitionKey, Option<i64>> =
+            partitions.into_iter().map(|key| (key, None)).collect();
+        self.seek_to(&from_the_start, records, &mut poll.carry);
     }
 
     /// What a poll returned: the record, or `None` after an error, which is

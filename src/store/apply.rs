@@ -207,7 +207,8 @@ impl Inbox {
         if keys.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let stored = crate::positions::read(&self.pool, &self.consumer, &keys).await?;
+        let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
+        let stored = crate::positions::read(&self.pool, &self.consumer, &keys, &topic_ids).await?;
         let mut written = self.written.lock().expect("written lock");
         let mut behind = BTreeMap::new();
         for key in keys {
@@ -252,6 +253,13 @@ impl Inbox {
                 .map(|key| written.get(key).copied())
                 .collect()
         };
+        let topic_ids: Vec<Option<Uuid>> = {
+            let ids = self.topic_ids.lock().expect("topic ids lock");
+            positions
+                .keys()
+                .map(|(topic, _)| ids.get(topic).copied())
+                .collect()
+        };
         // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
         // sends only after the implicit transaction committed: a commit that
         // fails is an error here, never a batch reported as applied.
@@ -279,6 +287,7 @@ impl Inbox {
             .bind(&next_offsets)
             .bind(&expected)
             .bind(trace_id)
+            .bind(&topic_ids)
             .fetch_one(connection)
             .await?;
         batch_outcome(batch, &row, trace_id)

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
+use uuid::Uuid;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::window::DedupWindow;
@@ -73,6 +74,9 @@ pub struct Inbox {
     /// (`PositionBehind`). Seeded at assignment, so that a database restored
     /// under a consumer that has not written yet is caught too.
     written: Mutex<BTreeMap<PartitionKey, i64>>,
+    /// Kafka's id of each topic, as read at the last assignment: the
+    /// positions written carry it (see `inbox_position.topic_id`).
+    topic_ids: Mutex<BTreeMap<String, Uuid>>,
 }
 
 impl Inbox {
@@ -84,6 +88,7 @@ impl Inbox {
             idle: Mutex::new(Vec::new()),
             round_trips: Mutex::new(Vec::new()),
             written: Mutex::new(BTreeMap::new()),
+            topic_ids: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -96,14 +101,30 @@ impl Inbox {
         &self.consumer
     }
 
+    /// Kafka's id of the topic as read at its last assignment.
+    pub fn topic_id(&self, topic: &str) -> Option<Uuid> {
+        self.topic_ids
+            .lock()
+            .expect("topic ids lock")
+            .get(topic)
+            .copied()
+    }
+
     /// Partitions assigned to this member, and the database's positions of
     /// them as read then (absent: it has none): what the database must not
     /// go behind from now on.
+    /// `topic_ids` are Kafka's ids of their topics, which the positions this
+    /// inbox writes carry from now on.
     pub fn expect_positions(
         &self,
         assigned: &[PartitionKey],
         positions: &BTreeMap<PartitionKey, i64>,
+        topic_ids: &BTreeMap<String, Uuid>,
     ) {
+        self.topic_ids
+            .lock()
+            .expect("topic ids lock")
+            .extend(topic_ids.iter().map(|(topic, id)| (topic.clone(), *id)));
         let mut written = self.written.lock().expect("written lock");
         for key in assigned {
             match positions.get(key) {
