@@ -64,7 +64,8 @@ pub struct Metrics {
 }
 
 /// What `/readyz` reports: ready when the consumer has partitions assigned,
-/// the database answered its last batch, and it is not draining.
+/// the database answered its last batch or check, it is not draining, and
+/// the consumer is not returning errors instead of records.
 #[derive(Default)]
 pub struct Readiness {
     pub partitions_assigned: AtomicBool,
@@ -365,13 +366,14 @@ pub async fn serve(
                     "503 Service Unavailable",
                     "text/plain",
                     format!(
-                        "not ready: partitions_assigned={} database_reachable={} draining={}\n",
+                        "not ready: partitions_assigned={} database_reachable={} draining={} consume_failing={}\n",
                         metrics
                             .readiness
                             .partitions_assigned
                             .load(Ordering::Relaxed),
                         metrics.readiness.database_reachable.load(Ordering::Relaxed),
-                        metrics.readiness.draining.load(Ordering::Relaxed)
+                        metrics.readiness.draining.load(Ordering::Relaxed),
+                        metrics.readiness.consume_failing.load(Ordering::Relaxed)
                     ),
                 ),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),

@@ -148,3 +148,38 @@ impl ConsumeFailed<'_> {
         tracing::warn!(error = %self.error, code, in_a_row = self.in_a_row, "the Kafka consumer returned an error instead of a record");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn errors_instead_of_records_are_counted_and_several_in_a_row_make_it_unready() {
+        let metrics = Metrics::new();
+        let error = rdkafka::error::KafkaError::MessageConsumption(
+            rdkafka::types::RDKafkaErrorCode::NotImplemented,
+        );
+        for in_a_row in 1..ConsumeFailed::UNREADY_AFTER {
+            ConsumeFailed {
+                error: &error,
+                in_a_row,
+            }
+            .emit(&metrics);
+        }
+        assert!(!metrics.readiness.consume_failing.load(Ordering::Relaxed));
+        ConsumeFailed {
+            error: &error,
+            in_a_row: ConsumeFailed::UNREADY_AFTER,
+        }
+        .emit(&metrics);
+        assert!(metrics.readiness.consume_failing.load(Ordering::Relaxed));
+        assert_eq!(
+            metrics
+                .consume_errors
+                .with_label_values(&["NotImplemented"])
+                .get(),
+            u64::from(ConsumeFailed::UNREADY_AFTER)
+        );
+    }
+}
