@@ -223,6 +223,17 @@ impl DatabaseArgs {
         }
     }
 
+    /// How long any statement waits for the database's answer: its
+    /// `statement_timeout` and 5 s more (the server ends a statement that
+    /// runs too long; this ends one whose answer never comes), 35 s without
+    /// one.
+    pub fn answer_within(&self) -> Duration {
+        match self.db_statement_timeout_ms {
+            0 => Duration::from_secs(35),
+            ms => Duration::from_millis(u64::from(ms)) + Duration::from_secs(5),
+        }
+    }
+
     pub fn retention(&self) -> Retention {
         Retention {
             ledger_days: self.inbox_retention_days,
@@ -363,7 +374,7 @@ pub struct RunArgs {
 /// A configuration error: one line, naming the variable or flag.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ConfigError(String);
+pub struct ConfigError(pub String);
 
 impl RunArgs {
     /// Records per transaction for the chosen strategy.
@@ -414,6 +425,21 @@ impl RunArgs {
             if value.trim().is_empty() {
                 return Err(ConfigError(format!("{name} must not be empty")));
             }
+        }
+        for (name, topic) in [
+            ("KAFKA_TOPIC", self.kafka_topic.trim()),
+            ("DLQ_TOPIC", self.dlq_topic.trim()),
+        ] {
+            if !topic.is_empty() && !is_topic_name(topic) {
+                return Err(ConfigError(format!(
+                    "{name} {topic:?} is not a Kafka topic name (1-249 characters of [a-zA-Z0-9._-], not . or ..)"
+                )));
+            }
+        }
+        if self.dlq_topic.trim() == self.kafka_topic.trim() {
+            return Err(ConfigError(
+                "DLQ_TOPIC is KAFKA_TOPIC: copies of parked records would be read again and parked again, without end".into(),
+            ));
         }
         let mut properties = Vec::new();
         for (name, value) in environment {
@@ -490,6 +516,16 @@ impl RunArgs {
         }
         Ok(settings)
     }
+}
+
+/// A name Kafka accepts for a topic.
+fn is_topic_name(name: &str) -> bool {
+    (1..=249).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// Renders a clap error as one line (help and version are not errors).

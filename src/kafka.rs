@@ -486,6 +486,39 @@ fn partition_numbers(partitions: &TopicPartitionList) -> String {
     numbers.join(",")
 }
 
+/// Of `topics`, those the cluster does not have (it does not create topics
+/// on demand, or the consumer would wait for one forever, saying nothing).
+pub async fn missing_topics(
+    settings: &KafkaSettings,
+    topics: &[String],
+) -> KafkaResult<Vec<String>> {
+    use rdkafka::consumer::BaseConsumer;
+    use rdkafka::types::RDKafkaRespErr;
+    let client: BaseConsumer = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
+    let topics = topics.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut missing = Vec::new();
+        for topic in topics {
+            let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            let unknown = metadata.topics().iter().any(|found| {
+                matches!(
+                    found.error(),
+                    Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                ) || found.partitions().is_empty()
+            });
+            if unknown {
+                missing.push(topic);
+            }
+        }
+        Ok(missing)
+    })
+    .await
+    .expect("the metadata query does not panic")
+}
+
 /// The topic's `retention.ms` as the broker reports it; `None` for
 /// unlimited (-1) or when the broker does not say.
 pub async fn topic_retention(
@@ -655,17 +688,23 @@ pub mod dlq_headers {
 pub struct Dlq {
     producer: FutureProducer,
     topic: String,
+    /// Counts the copies that fail (`inbox_dlq_publish_failures_total`).
+    metrics: Metrics,
 }
 
 impl Dlq {
-    pub fn new(settings: &KafkaSettings, topic: String) -> KafkaResult<Self> {
+    pub fn new(settings: &KafkaSettings, topic: String, metrics: Metrics) -> KafkaResult<Self> {
         let producer = settings
             .client_config()
             .set("linger.ms", "5")
             .set("message.timeout.ms", "30000")
             .create()
             .map_err(|error| settings.scrub(error))?;
-        Ok(Dlq { producer, topic })
+        Ok(Dlq {
+            producer,
+            topic,
+            metrics,
+        })
     }
 
     /// Sends a copy of each newly parked record, with the reason and source
@@ -709,13 +748,16 @@ impl Dlq {
             }
             match self.producer.send_result(copy) {
                 Ok(delivery) => {
+                    let failures = self.metrics.dlq_publish_failures.clone();
                     tokio::spawn(async move {
                         if let Ok(Err((error, _))) = delivery.await {
+                            failures.inc();
                             tracing::warn!(%error, "DLQ copy not delivered; the parked row stays");
                         }
                     });
                 }
                 Err((error, _)) => {
+                    self.metrics.dlq_publish_failures.inc();
                     tracing::warn!(%error, "DLQ copy not queued; the parked row stays")
                 }
             }

@@ -49,8 +49,11 @@ pub struct Metrics {
     pub end_to_end_latency: Histogram,
     pub db_retries: IntCounterVec,
     pub offset_commit_failures: IntCounter,
-    /// Errors the Kafka consumer returned instead of a record, by error code.
-    pub consume_errors: IntCounterVec,
+    /// Copies of parked records the DLQ topic did not take.
+    pub dlq_publish_failures: IntCounter,
+    /// Errors the Kafka consumer returned instead of a record (the log
+    /// names each).
+    pub consume_errors: IntCounter,
     pub consumer_lag: IntGaugeVec,
     /// Set from `lag_clock` at each scrape.
     consumer_lag_seconds: GaugeVec,
@@ -158,10 +161,13 @@ impl Metrics {
                 "inbox_offset_commit_failures_total",
                 "Kafka offset commits that failed (the next commit covers them).",
             ),
-            consume_errors: counter_vec(
+            dlq_publish_failures: counter(
+                "inbox_dlq_publish_failures_total",
+                "Copies of parked records that could not be queued for or delivered to the DLQ topic (the parked row in the database stays).",
+            ),
+            consume_errors: counter(
                 "inbox_consume_errors_total",
-                "Errors the Kafka consumer returned instead of a record (a fetch that fails, a topic it cannot read), by librdkafka error code.",
-                "error",
+                "Errors the Kafka consumer returned instead of a record (a fetch that fails, a topic it cannot read); the log names each.",
             ),
             consumer_lag: {
                 let g = IntGaugeVec::new(

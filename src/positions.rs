@@ -166,14 +166,13 @@ impl PositionSource {
                 if *shutdown.borrow() {
                     return None;
                 }
-                match read(
+                let stored = self.inbox.answered(read(
                     self.inbox.pool(),
                     self.inbox.consumer(),
                     partitions,
                     topic_ids,
-                )
-                .await
-                {
+                ));
+                match stored.await {
                     Ok(positions) => {
                         self.inbox
                             .expect_positions(partitions, &positions, topic_ids);

@@ -100,7 +100,8 @@ async fn consume_until_shutdown(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServiceError> {
     let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
-    let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone());
+    let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone())
+        .answer_within(args.database.answer_within());
     // The dedup window must be known before the first batch; wait for the
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);
@@ -127,6 +128,7 @@ async fn consume_until_shutdown(
         finished,
     )));
 
+    check_topics_exist(kafka, args).await?;
     let retention = warn_if_retention_differs(&pool, args.database.retention()).await?;
     check_topic_retention(kafka, &args.kafka_topic, retention.ledger_days, metrics).await;
 
@@ -213,7 +215,7 @@ async fn consume(
     consumer.subscribe(&[&args.kafka_topic])?;
     let dlq = match args.dlq_topic.trim() {
         "" => None,
-        topic => Some(Dlq::new(kafka, topic.to_owned())?),
+        topic => Some(Dlq::new(kafka, topic.to_owned(), metrics.clone())?),
     };
     tracing::info!(
         topic = %args.kafka_topic,
@@ -241,6 +243,41 @@ async fn consume(
     }
     .run(shutdown)
     .await
+}
+
+/// Stops the start when the topic to read, or the DLQ topic, does not exist
+/// (the broker does not create topics on demand: the consumer would wait,
+/// or every copy fail, without end). A broker that does not answer is no
+/// reason to stop: the consumer waits for it as for any outage.
+async fn check_topics_exist(
+    kafka: &crate::kafka::KafkaSettings,
+    args: &RunArgs,
+) -> Result<(), ServiceError> {
+    let mut topics = vec![args.kafka_topic.trim().to_owned()];
+    if !args.dlq_topic.trim().is_empty() {
+        topics.push(args.dlq_topic.trim().to_owned());
+    }
+    match crate::kafka::missing_topics(kafka, &topics).await {
+        Ok(missing) => match missing.first() {
+            Some(topic) => {
+                let name = if *topic == topics[0] {
+                    "KAFKA_TOPIC"
+                } else {
+                    "DLQ_TOPIC"
+                };
+                Err(ConfigError(format!(
+                    "{name} {topic:?} does not exist on the cluster: create it (the broker does not create topics on demand){}",
+                    if name == "DLQ_TOPIC" { ", or set DLQ_TOPIC empty to keep parked records in the database only" } else { "" }
+                ))
+                .into())
+            }
+            None => Ok(()),
+        },
+        Err(error) => {
+            tracing::warn!(%error, "could not check that the topics exist; going on");
+            Ok(())
+        }
+    }
 }
 
 /// Warns when the topic keeps records longer than the dedup window: a replay
@@ -350,4 +387,14 @@ async fn forward_signals(
         .draining
         .store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = stop.send(true);
+    // A second signal: the operator will not wait. Nothing is lost by
+    // stopping now: no offset reaches Kafka before its batch's database
+    // commit, and what is not committed is read again.
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = finished.wait_for(|done| *done) => return,
+    }
+    tracing::warn!("a second signal: exiting at once, without finishing the batch in hand (it is read again by the next owner)");
+    std::process::exit(130);
 }

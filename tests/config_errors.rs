@@ -161,3 +161,58 @@ async fn a_kafka_client_librdkafka_cannot_make_is_reported_without_secrets() {
     let last = stderr.lines().last().unwrap_or_default();
     assert_eq!(last.matches("is mandatory").count(), 1, "said once: {last}");
 }
+
+#[test]
+fn a_dlq_topic_that_cannot_work_is_refused_naming_it() {
+    for (env, said) in [
+        (
+            vec![("DLQ_TOPIC", "orders.placed.v1")],
+            "DLQ_TOPIC is KAFKA_TOPIC",
+        ),
+        (
+            vec![("DLQ_TOPIC", "orders dlq!")],
+            "DLQ_TOPIC \"orders dlq!\"",
+        ),
+        (vec![("KAFKA_TOPIC", "..")], "KAFKA_TOPIC"),
+    ] {
+        let (code, stderr) = run_with(&env, &["--metrics-addr", "127.0.0.1:0"]);
+        assert_ne!(code, 0, "{env:?} accepted");
+        assert_one_line_naming(&stderr, said);
+    }
+}
+
+/// A topic the cluster does not have stops the start with one line naming
+/// it: the broker does not create topics on demand, so the consumer would
+/// otherwise wait for its topic, or fail every DLQ copy, without end.
+#[tokio::test]
+async fn a_topic_the_cluster_does_not_have_stops_the_start() {
+    let db = common::TestDb::new().await;
+    let topic = common::fresh_topic(1).await;
+    for (env, said) in [
+        (
+            vec![("KAFKA_TOPIC", "no.such.topic.here")],
+            "KAFKA_TOPIC \"no.such.topic.here\"",
+        ),
+        (
+            vec![
+                ("KAFKA_TOPIC", topic.as_str()),
+                ("DLQ_TOPIC", "no.such.dlq.here"),
+            ],
+            "DLQ_TOPIC \"no.such.dlq.here\"",
+        ),
+    ] {
+        let mut env = env;
+        env.push(("DATABASE_URL", db.app_url.as_str()));
+        let (code, stderr) = run_with(&env, &["--metrics-addr", "127.0.0.1:0"]);
+        assert_ne!(code, 0, "{env:?} accepted: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.contains(said) && last.contains("does not exist"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("keeps records longer than the dedup window"),
+            "{stderr}"
+        );
+    }
+}

@@ -22,7 +22,7 @@ const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for an unavailable database before it abandons
 /// the batch in hand (uncommitted, so it is redelivered).
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A batch being retried: when to try next, whether the partitions are
 /// paused, and since when a shutdown has been waiting for it.

@@ -180,7 +180,22 @@ impl Pipeline {
             let Some((records, started)) = self.collect(&mut poll).await else {
                 break;
             };
-            let (records, outcome) = self.apply_round(records, started, &mut poll).await;
+            // Shutdown waits for the round in hand at most SHUTDOWN_GRACE
+            // (a database that stopped answering): then it is given up,
+            // uncommitted, and read again by the next owner.
+            let mut stop = poll.shutdown.clone();
+            let given_up = async {
+                let _ = stop.wait_for(|stop| *stop).await;
+                tokio::time::sleep(apply::SHUTDOWN_GRACE).await;
+            };
+            let applied = tokio::select! {
+                applied = self.apply_round(records, started, &mut poll) => applied,
+                _ = given_up => {
+                    tracing::warn!("shutting down while the round in hand has no answer from the database; it is not committed and will be redelivered");
+                    break;
+                }
+            };
+            let (records, outcome) = applied;
             if !records.is_empty() {
                 self.committed(&records, &outcome, &poll, &mut failpoint);
             }

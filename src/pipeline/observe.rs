@@ -120,8 +120,8 @@ impl BatchRolledBack<'_> {
     }
 }
 
-/// The consumer returned an error instead of a record: counted by its code,
-/// logged, and after [`ConsumeFailed::UNREADY_AFTER`] in a row without a
+/// The consumer returned an error instead of a record: counted, logged with
+/// its code, and after [`ConsumeFailed::UNREADY_AFTER`] in a row without a
 /// record `/readyz` turns unready (a fetch failing on one offset would
 /// otherwise stop its partition silently).
 pub(super) struct ConsumeFailed<'a> {
@@ -138,7 +138,7 @@ impl ConsumeFailed<'_> {
             .error
             .rdkafka_error_code()
             .map_or_else(|| "unknown".to_owned(), |code| format!("{code:?}"));
-        metrics.consume_errors.with_label_values(&[&code]).inc();
+        metrics.consume_errors.inc();
         if self.in_a_row >= Self::UNREADY_AFTER {
             metrics
                 .readiness
@@ -175,10 +175,7 @@ mod tests {
         .emit(&metrics);
         assert!(metrics.readiness.consume_failing.load(Ordering::Relaxed));
         assert_eq!(
-            metrics
-                .consume_errors
-                .with_label_values(&["NotImplemented"])
-                .get(),
+            metrics.consume_errors.get(),
             u64::from(ConsumeFailed::UNREADY_AFTER)
         );
     }

@@ -136,11 +136,26 @@ impl Inbox {
         let idle = self.idle.lock().expect("idle lock").pop();
         let mut connection = match idle {
             Some(connection) => connection,
-            None => self.pool.acquire().await?,
+            None => {
+                self.answered(async { Ok(self.pool.acquire().await?) })
+                    .await?
+            }
         };
         let result = self
-            .apply_in(&mut connection, batch, &positions, trace_id)
+            .answered(self.apply_in(&mut connection, batch, &positions, trace_id))
             .await;
+        if matches!(
+            result,
+            Err(StoreError::Transient {
+                reason: "database_timeout",
+                ..
+            })
+        ) {
+            // Its answer may still come: the connection is closed, never
+            // used again.
+            drop(connection.detach());
+            return result;
+        }
         let result = match result {
             Ok(outcome) => {
                 let mut written = self.written.lock().expect("written lock");
@@ -208,7 +223,14 @@ impl Inbox {
             return Ok(BTreeMap::new());
         }
         let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
-        let stored = crate::positions::read(&self.pool, &self.consumer, &keys, &topic_ids).await?;
+        let stored = self
+            .answered(crate::positions::read(
+                &self.pool,
+                &self.consumer,
+                &keys,
+                &topic_ids,
+            ))
+            .await?;
         let mut written = self.written.lock().expect("written lock");
         let mut behind = BTreeMap::new();
         for key in keys {

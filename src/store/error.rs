@@ -63,8 +63,9 @@ pub enum StoreError {
 /// Every value of `inbox_db_retries_total{reason}` (those of
 /// [`StoreError::retry_reason`]), so that each series exists from the first
 /// scrape.
-pub const RETRY_REASONS: [&str; 13] = [
+pub const RETRY_REASONS: [&str; 14] = [
     "serialization_failure",
+    "database_timeout",
     "deadlock",
     "too_many_connections",
     "lock_not_available",

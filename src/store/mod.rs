@@ -48,6 +48,10 @@ use crate::window::DedupWindow;
 /// How often the dedup window is re-read even when nothing failed.
 const WINDOW_REFRESH: Duration = Duration::from_secs(60);
 
+/// How long a statement waits for the database's answer, unless told
+/// otherwise ([`Inbox::answer_within`]).
+const DEFAULT_ANSWER_WITHIN: Duration = Duration::from_secs(35);
+
 /// Timed round trips kept to estimate the distance to the database.
 const ROUND_TRIP_SAMPLES: usize = 5;
 
@@ -77,6 +81,11 @@ pub struct Inbox {
     /// Kafka's id of each topic, as read at the last assignment: the
     /// positions written carry it (see `inbox_position.topic_id`).
     topic_ids: Mutex<BTreeMap<String, Uuid>>,
+    /// The longest any statement waits for the database's answer: a
+    /// database that stops answering (packets swallowed, no reset) would
+    /// otherwise hold a batch, and a shutdown, for as long as the kernel
+    /// keeps the connection.
+    answer_within: Duration,
 }
 
 impl Inbox {
@@ -89,6 +98,33 @@ impl Inbox {
             round_trips: Mutex::new(Vec::new()),
             written: Mutex::new(BTreeMap::new()),
             topic_ids: Mutex::new(BTreeMap::new()),
+            answer_within: DEFAULT_ANSWER_WITHIN,
+        }
+    }
+
+    /// The longest a statement waits for the database's answer before it is
+    /// given up as a transient failure (`database_timeout`): somewhat more
+    /// than the server's own `statement_timeout`, which ends a statement
+    /// that runs too long, while this ends one whose answer never comes.
+    pub fn answer_within(mut self, deadline: Duration) -> Self {
+        self.answer_within = deadline;
+        self
+    }
+
+    /// `work` against the database, given up after [`Inbox::answer_within`].
+    pub(crate) async fn answered<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.answer_within, work).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Transient {
+                reason: "database_timeout",
+                message: format!(
+                    "no answer from the database within {:?}",
+                    self.answer_within
+                ),
+            }),
         }
     }
 
@@ -171,9 +207,9 @@ impl Inbox {
 
     /// Re-reads the dedup window from the database.
     pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
-        let window = load_window(&self.pool).await?;
+        let window = self.answered(load_window(&self.pool)).await?;
         *self.window.lock().expect("window lock") = (window.clone(), Some(Instant::now()));
-        self.time_round_trip().await?;
+        self.answered(self.time_round_trip()).await?;
         Ok(window)
     }
 

@@ -14,6 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct CountingProxy {
     pub port: u16,
     round_trips: Arc<AtomicU64>,
+    /// While true, bytes either way are swallowed: connections stay open,
+    /// nothing arrives, no reset (a network that drops every packet).
+    silent: Arc<AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -24,13 +27,14 @@ impl CountingProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let port = listener.local_addr().expect("proxy address").port();
         let round_trips = Arc::new(AtomicU64::new(0));
-        let counter = round_trips.clone();
+        let silent = Arc::new(AtomicBool::new(false));
+        let (counter, quiet) = (round_trips.clone(), silent.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let counter = counter.clone();
+                let (counter, quiet) = (counter.clone(), quiet.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(target).await {
-                        forward(client, server, counter).await;
+                        forward(client, server, counter, quiet).await;
                     }
                 });
             }
@@ -38,8 +42,14 @@ impl CountingProxy {
         CountingProxy {
             port,
             round_trips,
+            silent,
             accept,
         }
+    }
+
+    /// From now on (`true`) nothing goes through either way, until `false`.
+    pub fn silence(&self, silent: bool) {
+        self.silent.store(silent, Ordering::SeqCst);
     }
 
     /// Round trips of every connection so far.
@@ -54,7 +64,13 @@ impl Drop for CountingProxy {
     }
 }
 
-async fn forward(client: TcpStream, server: TcpStream, round_trips: Arc<AtomicU64>) {
+async fn forward(
+    client: TcpStream,
+    server: TcpStream,
+    round_trips: Arc<AtomicU64>,
+    silent: Arc<AtomicBool>,
+) {
+    let silent_down = silent.clone();
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
@@ -68,6 +84,7 @@ async fn forward(client: TcpStream, server: TcpStream, round_trips: Arc<AtomicU6
         loop {
             match client_read.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
+                Ok(_) if silent.load(Ordering::SeqCst) => {}
                 Ok(n) => {
                     if server_spoke_last.swap(false, Ordering::SeqCst) {
                         round_trips.fetch_add(1, Ordering::SeqCst);
@@ -85,6 +102,7 @@ async fn forward(client: TcpStream, server: TcpStream, round_trips: Arc<AtomicU6
         loop {
             match server_read.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
+                Ok(_) if silent_down.load(Ordering::SeqCst) => {}
                 Ok(n) => {
                     // Marked before the client can see the bytes and answer.
                     server_spoke.store(true, Ordering::SeqCst);
@@ -123,7 +141,8 @@ impl Endpoint {
                 let to = *current.lock().unwrap();
                 let task = tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(to).await {
-                        forward(client, server, Arc::new(AtomicU64::new(0))).await;
+                        let (trips, silent) = Default::default();
+                        forward(client, server, trips, silent).await;
                     }
                 });
                 carried.lock().unwrap().push(task);
