@@ -242,8 +242,19 @@ impl DatabaseArgs {
         }
     }
 
-    /// A PostgreSQL URL that parses; the message never contains the URL.
+    /// A PostgreSQL URL that parses, and timeouts a statement can meet; the
+    /// message never contains the URL.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        for (name, ms) in [
+            ("DB_STATEMENT_TIMEOUT_MS", self.db_statement_timeout_ms),
+            ("DB_LOCK_TIMEOUT_MS", self.db_lock_timeout_ms),
+        ] {
+            if (1..MIN_TIMEOUT_MS).contains(&ms) {
+                return Err(ConfigError(format!(
+                    "{name}={ms} is too short for any statement: 0 for none, else at least {MIN_TIMEOUT_MS}"
+                )));
+            }
+        }
         let url = self.database_url.trim();
         let scheme_ok = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !scheme_ok || url.parse::<sqlx::postgres::PgConnectOptions>().is_err() {
@@ -370,6 +381,10 @@ pub struct RunArgs {
     #[arg(long = "kafka-property", value_name = "KEY=VALUE")]
     pub kafka_property: Vec<String>,
 }
+
+/// The shortest statement or lock timeout that a batch can meet: shorter,
+/// every statement fails and the consumer retries for ever.
+const MIN_TIMEOUT_MS: u32 = 100;
 
 /// A configuration error: one line, naming the variable or flag.
 #[derive(Debug, thiserror::Error)]

@@ -173,6 +173,10 @@ impl CommittedOffsets {
     /// `position` (`None`: from its beginning): the offset to commit goes back
     /// with it, and is sent to Kafka again.
     pub fn rewind(&self, key: &PartitionKey, position: Option<i64>) {
+        // A partition revoked meanwhile is its new owner's to commit.
+        if !self.assigned.lock().expect("assigned lock").contains(key) {
+            return;
+        }
         let mut next = self.next.lock().expect("offsets lock");
         match position {
             Some(position) => next.insert(key.clone(), position),
@@ -203,6 +207,12 @@ impl CommittedOffsets {
                 confirmed.remove(key);
             }
         }
+    }
+
+    /// The next offset of a partition the database holds (from its last
+    /// batch, or its position at assignment), when this member tracks it.
+    pub fn next_of(&self, key: &PartitionKey) -> Option<i64> {
+        self.next.lock().expect("offsets lock").get(key).copied()
     }
 
     /// The partitions assigned to this member now.
@@ -298,13 +308,17 @@ impl ClientContext for InboxContext {
                     continue;
                 }
                 let label = partition.partition.to_string();
-                if partition.desired && partition.consumer_lag >= 0 {
-                    self.metrics
-                        .consumer_lag
-                        .with_label_values(&[&label])
-                        .set(partition.consumer_lag);
-                } else {
-                    let _ = self.metrics.consumer_lag.remove_label_values(&[&label]);
+                let key = (topic.topic.clone(), partition.partition);
+                match lag_of(partition, self.offsets.next_of(&key)) {
+                    Some(lag) if partition.desired => {
+                        self.metrics
+                            .consumer_lag
+                            .with_label_values(&[&label])
+                            .set(lag);
+                    }
+                    _ => {
+                        let _ = self.metrics.consumer_lag.remove_label_values(&[&label]);
+                    }
                 }
             }
         }
@@ -428,6 +442,22 @@ impl ConsumerContext for InboxContext {
             }
         }
     }
+}
+
+/// A partition's lag in records: librdkafka's (high watermark minus the
+/// committed offset) when it has one; else, as on a topic that never had a
+/// record or before the first commit, the high watermark minus where the
+/// database says reading is (`database_next`), or minus the log start. None
+/// while the broker has not said where the partition ends.
+fn lag_of(partition: &rdkafka::statistics::Partition, database_next: Option<i64>) -> Option<i64> {
+    if partition.consumer_lag >= 0 {
+        return Some(partition.consumer_lag);
+    }
+    if partition.hi_offset < 0 {
+        return None;
+    }
+    let from = database_next.unwrap_or(partition.lo_offset.max(0));
+    Some((partition.hi_offset - from).max(0))
 }
 
 /// Hands partitions back to librdkafka: those of the list (cooperative), or
@@ -833,6 +863,18 @@ mod tests {
         let owned = tracked.advance(&BTreeMap::from([(key(0), 12), (key(1), 25)]));
         assert_eq!(owned, BTreeMap::from([(key(0), 12)]));
         assert_eq!(offsets(&tracked.all()), vec![(0, 12)]);
+    }
+
+    #[test]
+    fn a_partition_revoked_while_its_batch_was_retried_is_not_rewound_into_tracking() {
+        let tracked = assigned(&[0, 1]);
+        tracked.advance(&BTreeMap::from([(key(0), 10), (key(1), 20)]));
+        let mut revoked = TopicPartitionList::new();
+        revoked.add_partition("orders", 1);
+        tracked.release(&revoked);
+        tracked.rewind(&key(1), Some(5));
+        tracked.rewind(&key(0), Some(7));
+        assert_eq!(offsets(&tracked.all()), vec![(0, 7)]);
     }
 
     #[test]

@@ -149,6 +149,19 @@ async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
                     );
                 }
             }
+            // An offset past a partition's end would skip records not
+            // produced yet: refused before anything moves.
+            if let Some(OffsetTarget::At(at)) = offset {
+                if let Some(partition) = offsets.iter().find(|o| {
+                    (partitions.is_empty() || partitions.contains(&o.partition)) && at > o.end
+                }) {
+                    anyhow::bail!(
+                        "--offset {at} is past the end of partition {} ({}): nothing moved; `--offset latest` skips everything not read yet",
+                        partition.partition,
+                        partition.end
+                    );
+                }
+            }
             let mut moved = 0;
             for partition in &offsets {
                 if !partitions.is_empty() && !partitions.contains(&partition.partition) {

@@ -111,7 +111,7 @@ async fn consume_until_shutdown(
             // Stopped before the database ever answered: nothing to drain.
             Err(store::StoreError::Transient { .. }) if *shutdown.borrow() => return Ok(()),
             Err(error @ store::StoreError::Transient { .. }) => {
-                tracing::warn!(%error, "database not reachable at start-up; retrying");
+                tracing::warn!(%error, "the database did not answer the start-up checks; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }

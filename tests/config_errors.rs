@@ -39,6 +39,8 @@ fn out_of_range_values_name_the_variable() {
         ("DB_POOL_SIZE", "0"),
         ("INBOX_RETENTION_DAYS", "0"),
         ("METRICS_ADDR", "not-an-address"),
+        ("DB_STATEMENT_TIMEOUT_MS", "1"),
+        ("DB_LOCK_TIMEOUT_MS", "99"),
     ] {
         let (code, stderr) = run_with(&[(name, value)], &[]);
         assert_ne!(code, 0, "{name}={value} accepted");

@@ -132,3 +132,53 @@ async fn twins_with_one_instance_id_end_with_one_stopping_and_nothing_doubled() 
     assert_eq!(db.reserved("SKU-1").await, 100, "each event applied once");
     survivor.stop().await;
 }
+
+/// A static member fenced while it retries a batch (behind a held stock row)
+/// learns it from the poll of its retry loop: it joins again with a new
+/// consumer instead of living on as a zombie, and once the twin that fenced
+/// it is gone it applies what comes, exactly once.
+#[tokio::test]
+async fn a_member_fenced_while_it_retries_a_batch_joins_again() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 10_000)]).await;
+    let spec =
+        ConsumerSpec::new(&db, &topic).env("KAFKA_PROPERTY_GROUP_INSTANCE_ID", &unique("fenced"));
+    let held = db.hold_stock_row("SKU-1").await;
+    let first = spec.start();
+    let producer = producer();
+    produce(
+        &producer,
+        &topic,
+        &[Outgoing::event(&order("HELD", &[("SKU-1", 1)]))],
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(60),
+        "the first member retries",
+        || async { first.metric_sum("inbox_db_retries_total").await >= 1.0 },
+    )
+    .await;
+
+    let twin = spec.start();
+    wait_until(
+        Duration::from_secs(60),
+        "the first member learns it was fenced and joins again",
+        || async {
+            first
+                .log_text()
+                .contains("joining the group again with a new consumer")
+        },
+    )
+    .await;
+    twin.stop().await;
+    held.rollback().await.expect("free the row");
+
+    let events: Vec<Outgoing> = (0..100)
+        .map(|i| Outgoing::event(&order(&format!("AFTER-{i}"), &[("SKU-1", 1)])))
+        .collect();
+    produce(&producer, &topic, &events).await;
+    wait_for_ledger(&db, 101, Duration::from_secs(90)).await;
+    assert_eq!(db.reserved("SKU-1").await, 101, "each event applied once");
+    first.stop().await;
+}

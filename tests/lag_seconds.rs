@@ -66,3 +66,25 @@ async fn lag_in_seconds_grows_while_records_wait_and_is_zero_once_applied() {
     .await;
     consumer.stop().await;
 }
+
+/// A new group on a topic that never had a record has nothing committed,
+/// and librdkafka reports no lag for it: the lag in records is still there
+/// for every owned partition (0), so a fresh deployment's dashboard and an
+/// absence alert work.
+#[tokio::test]
+async fn an_idle_topic_has_a_lag_in_records_of_zero() {
+    let topic = fresh_topic(2).await;
+    let db = TestDb::new().await;
+    let consumer = ConsumerSpec::new(&db, &topic).start();
+    wait_until(
+        Duration::from_secs(30),
+        "inbox_consumer_lag of both partitions",
+        || async {
+            let body = consumer.metrics_text().await;
+            series_value(&body, r#"inbox_consumer_lag{partition="0"}"#) == Some(0.0)
+                && series_value(&body, r#"inbox_consumer_lag{partition="1"}"#) == Some(0.0)
+        },
+    )
+    .await;
+    consumer.stop().await;
+}

@@ -121,12 +121,15 @@ pub enum Verdict {
 
 /// SQLSTATE codes, or classes (two characters), and what they mean here;
 /// the first match wins. Codes not listed are [`Verdict::Unexpected`].
-const SQLSTATES: [(&str, Verdict); 13] = [
+const SQLSTATES: [(&str, Verdict); 14] = [
     ("40001", Verdict::Retry("serialization_failure")),
     ("40P01", Verdict::Retry("deadlock")),
     ("53300", Verdict::Retry("too_many_connections")),
     ("55P03", Verdict::Retry("lock_not_available")),
     ("57014", Verdict::Retry("query_canceled")),
+    // The database does not accept connections now (ALLOW_CONNECTIONS
+    // false, a maintenance window): like one that is down.
+    ("55000", Verdict::Retry("connection")),
     // inbox_position_behind (migration 20261203000003).
     ("IX001", Verdict::PositionBehind),
     // inbox_refuse (migration 20261204000002).
@@ -221,6 +224,7 @@ mod tests {
             ("57P01", "admin_shutdown"),
             ("57P03", "admin_shutdown"),
             ("08006", "connection"),
+            ("55000", "connection"),
         ] {
             assert_eq!(
                 classify(sqlstate, None, None),
