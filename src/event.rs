@@ -518,19 +518,28 @@ mod tests {
     }
 
     #[test]
-    fn ce_time_header_is_the_event_time_without_occurred_at() {
-        let mut value = sample_json();
-        value.as_object_mut().unwrap().remove("occurred_at");
-        let bytes = serde_json::to_vec(&value).unwrap();
-        let event = decode(
-            Some(&bytes),
-            &[header_of("ce_time", "2026-11-30T23:59:59+00:00")],
-        )
-        .unwrap();
-        assert_eq!(
-            event.event_day(),
-            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
-        );
+    fn ce_time_header_is_the_event_time_without_occurred_at_or_with_a_null_one() {
+        for without in [None, Some(serde_json::Value::Null)] {
+            let mut value = sample_json();
+            match &without {
+                None => {
+                    value.as_object_mut().unwrap().remove("occurred_at");
+                }
+                Some(null) => value["occurred_at"] = null.clone(),
+            }
+            let bytes = serde_json::to_vec(&value).unwrap();
+            let event = decode(
+                Some(&bytes),
+                &[header_of("ce_time", "2026-11-30T23:59:59+00:00")],
+            )
+            .unwrap();
+            assert_eq!(
+                event.event_day(),
+                NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+                "{without:?}"
+            );
+            assert_eq!(reason_of(&value, &[]), ParkReason::MissingEventTime);
+        }
     }
 
     #[test]
@@ -609,23 +618,6 @@ mod tests {
         let mut value = sample_json();
         value["event_id"] = serde_json::Value::Null;
         assert_eq!(reason_of(&value, &[]), ParkReason::InvalidEventId);
-    }
-
-    #[test]
-    fn a_null_occurred_at_takes_ce_time() {
-        let mut value = sample_json();
-        value["occurred_at"] = serde_json::Value::Null;
-        let bytes = serde_json::to_vec(&value).unwrap();
-        let event = decode(
-            Some(&bytes),
-            &[header_of("ce_time", "2026-11-30T23:59:59+00:00")],
-        )
-        .unwrap();
-        assert_eq!(
-            event.event_day(),
-            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
-        );
-        assert_eq!(reason_of(&value, &[]), ParkReason::MissingEventTime);
     }
 
     #[test]

@@ -26,6 +26,20 @@ async fn three_parts(prefix: &str) -> (String, TestDb, Traffic, usize, usize) {
     (topic, db, traffic, cut(1_000), cut(2_500))
 }
 
+/// Every event applied exactly once, and every partition's position at its
+/// end.
+async fn applied_once_and_positions_at_the_end(db: &TestDb, traffic: &Traffic) {
+    traffic.assert_applied_once(db).await;
+    let positions: i64 = db
+        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
+        .await;
+    assert_eq!(
+        positions,
+        traffic.records.len() as i64,
+        "positions at the end of every partition"
+    );
+}
+
 /// Waits until the spec's group committed `records` over the partitions.
 async fn committed_through(spec: &ConsumerSpec, records: usize) {
     wait_all_committed(
@@ -85,16 +99,7 @@ async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
         "the 1,500 orders the restore took away and the 500 new ones"
     );
     consumer.stop().await;
-    traffic.assert_applied_once(&db).await;
-
-    let positions: i64 = db
-        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
-        .await;
-    assert_eq!(
-        positions,
-        traffic.records.len() as i64,
-        "positions at the end of every partition"
-    );
+    applied_once_and_positions_at_the_end(&db, &traffic).await;
 }
 
 /// The same restore, under a consumer that keeps running: its connections
@@ -136,11 +141,7 @@ async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
             >= 1.0
     );
     consumer.stop().await;
-    traffic.assert_applied_once(&db).await;
-    let positions: i64 = db
-        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
-        .await;
-    assert_eq!(positions, traffic.records.len() as i64);
+    applied_once_and_positions_at_the_end(&db, &traffic).await;
 }
 
 /// The same restore, under a consumer started after the last batch it would
@@ -185,9 +186,5 @@ async fn a_database_restored_under_a_freshly_started_consumer_reapplies_what_it_
         "the consumer says it reads again"
     );
     consumer.stop().await;
-    traffic.assert_applied_once(&db).await;
-    let positions: i64 = db
-        .count("SELECT coalesce(sum(next_offset), 0)::bigint FROM inbox_position")
-        .await;
-    assert_eq!(positions, traffic.records.len() as i64);
+    applied_once_and_positions_at_the_end(&db, &traffic).await;
 }
