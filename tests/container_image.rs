@@ -31,7 +31,7 @@ fn the_image_starts_answers_healthz_and_stops_cleanly_on_sigterm() {
     for line in [
         "migrate 3: migrated",
         "/healthz: ok 200",
-        "database_reachable=true",
+        "/readyz: ready 200",
         "SIGTERM: exit status 0",
     ] {
         assert!(said.contains(line), "{line:?} not in:\n{said}");
