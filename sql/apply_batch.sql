@@ -49,7 +49,9 @@
 -- offset, $22 the position the consumer last wrote for it (null: none yet).
 -- $1 is the ledger's consumer; $23 the trace id of the batch's span (null
 -- when tracing is off), kept on its parked rows; $24 per partition, the id
--- of its topic (Kafka's; null when the broker did not say).
+-- of its topic (Kafka's; null when the broker did not say); $25 whether
+-- parked records are copied to a DLQ topic (their rows then owe a copy until
+-- it is sent); $26 per record, its key (kept with a parked row for its copy).
 --
 -- 0. Before anything: a partition whose position in the database is behind
 --    the one this consumer wrote ($22) means the database went back (a
@@ -262,16 +264,19 @@ to_park AS MATERIALIZED (
 ),
 parked AS (
     INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
-                              reason, error, payload, headers, trace_id)
+                              reason, error, payload, headers, trace_id, record_key,
+                              dlq_sent_at)
     SELECT $1, r.topic, r.kafka_partition, r.kafka_offset, r.message_id,
            p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb,
-           $23::text
+           $23::text, ($26::bytea[])[p.ord::int],
+           -- No DLQ: no copy is owed.
+           CASE WHEN $25::boolean THEN NULL ELSE now() END
     FROM to_park p
     JOIN record r ON r.ord = p.ord
     WHERE (SELECT count(*) FROM split) = 0
     ORDER BY r.topic, r.kafka_partition, r.kafka_offset
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING
-    RETURNING topic, kafka_partition, kafka_offset
+    RETURNING id, topic, kafka_partition, kafka_offset
 ),
 -- 7.
 next_position AS (
@@ -308,11 +313,13 @@ SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event) AS fresh,
        coalesce(p.reasons, '{}') AS parked_reasons,
        coalesce(p.errors, '{}') AS parked_errors,
        coalesce(p.newly, '{}') AS parked_newly,
+       coalesce(p.ids, '{}') AS parked_ids,
        (SELECT count(*) FROM next_position) AS positions_moved
 FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
              array_agg(t.reason ORDER BY t.ord) AS reasons,
              array_agg(t.error ORDER BY t.ord) AS errors,
-             array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly
+             array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly,
+             array_agg(n.id ORDER BY t.ord) AS ids
       FROM to_park t
       JOIN record r ON r.ord = t.ord
       LEFT JOIN parked n ON (n.topic, n.kafka_partition, n.kafka_offset)

@@ -712,14 +712,25 @@ pub mod dlq_headers {
     pub const TRACE_ID: &str = "inbox.trace_id";
 }
 
-/// Best-effort copies of parked records to the DLQ topic. The `inbox_parked`
-/// table is the durable record; a failed copy is logged, never retried into
-/// the hot path.
+/// Copies of parked records to the DLQ topic. The `inbox_parked` table is
+/// the durable record, and says which copies are still owed: a copy that
+/// fails, or was never sent (a lost answer, a crash), is sent again by the
+/// partition's owner from the row, never retried into the hot path.
 pub struct Dlq {
     producer: FutureProducer,
     topic: String,
     /// Counts the copies that fail (`inbox_dlq_publish_failures_total`).
     metrics: Metrics,
+    /// The parked rows whose copies are on their way, and those the topic
+    /// confirmed and the database does not know yet.
+    copies: std::sync::Arc<Mutex<Copies>>,
+}
+
+/// Copies by parked row id (see [`Dlq`]).
+#[derive(Debug, Default)]
+struct Copies {
+    in_flight: BTreeSet<i64>,
+    delivered: Vec<i64>,
 }
 
 impl Dlq {
@@ -734,13 +745,47 @@ impl Dlq {
             producer,
             topic,
             metrics,
+            copies: Default::default(),
         })
     }
 
-    /// Sends a copy of each newly parked record, with the reason and source
-    /// position as headers; does not wait for delivery.
+    /// The parked rows whose copies are on their way now.
+    pub fn in_flight(&self) -> Vec<i64> {
+        let copies = self.copies.lock().expect("copies lock");
+        copies.in_flight.iter().copied().collect()
+    }
+
+    /// The parked rows whose copies the topic confirmed since the last call.
+    pub fn take_delivered(&self) -> Vec<i64> {
+        std::mem::take(&mut self.copies.lock().expect("copies lock").delivered)
+    }
+
+    /// Confirmed copies the database could not be told of: told next time.
+    pub fn delivered_again(&self, ids: Vec<i64>) {
+        self.copies
+            .lock()
+            .expect("copies lock")
+            .delivered
+            .extend(ids);
+    }
+
+    /// Sends a copy of each parked record, with the reason and source
+    /// position as headers; does not wait for delivery. A row whose copy is
+    /// on its way already is skipped; a copy confirmed is remembered for
+    /// [`Dlq::take_delivered`].
     pub fn publish(&self, parked: &[(ParkedRow, &InboundRecord)]) {
         for (row, record) in parked {
+            if let Some(id) = row.id {
+                if !self
+                    .copies
+                    .lock()
+                    .expect("copies lock")
+                    .in_flight
+                    .insert(id)
+                {
+                    continue;
+                }
+            }
             let mut headers = OwnedHeaders::new();
             // Secrets are redacted in the copy as in the parked row.
             for header in &crate::parked::redacted(&record.headers) {
@@ -776,19 +821,35 @@ impl Dlq {
             if let Some(key) = record.key.as_deref() {
                 copy = copy.key(key);
             }
+            let (id, copies) = (row.id, self.copies.clone());
+            let settled = move |delivered: bool| {
+                if let Some(id) = id {
+                    let mut copies = copies.lock().expect("copies lock");
+                    copies.in_flight.remove(&id);
+                    if delivered {
+                        copies.delivered.push(id);
+                    }
+                }
+            };
             match self.producer.send_result(copy) {
                 Ok(delivery) => {
                     let failures = self.metrics.dlq_publish_failures.clone();
                     tokio::spawn(async move {
-                        if let Ok(Err((error, _))) = delivery.await {
-                            failures.inc();
-                            tracing::warn!(%error, "DLQ copy not delivered; the parked row stays");
+                        match delivery.await {
+                            Ok(Ok(_)) => settled(true),
+                            Ok(Err((error, _))) => {
+                                settled(false);
+                                failures.inc();
+                                tracing::warn!(%error, "DLQ copy not delivered; the parked row still owes it");
+                            }
+                            Err(_) => settled(false),
                         }
                     });
                 }
                 Err((error, _)) => {
+                    settled(false);
                     self.metrics.dlq_publish_failures.inc();
-                    tracing::warn!(%error, "DLQ copy not queued; the parked row stays")
+                    tracing::warn!(%error, "DLQ copy not queued; the parked row still owes it")
                 }
             }
         }

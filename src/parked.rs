@@ -37,6 +37,8 @@ const LOG_TEXT_CHARS: usize = 128;
 /// A row for `inbox_parked`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParkedRow {
+    /// The row's id in `inbox_parked`, once the database wrote it.
+    pub id: Option<i64>,
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
@@ -69,6 +71,7 @@ impl ParkedRow {
             .map(str::to_owned)
             .or_else(|| record.key.as_deref().map(log_text));
         ParkedRow {
+            id: None,
             topic: record.topic.clone(),
             partition: record.partition,
             offset: record.offset,

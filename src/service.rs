@@ -101,7 +101,8 @@ async fn consume_until_shutdown(
 ) -> Result<(), ServiceError> {
     let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone())
-        .answer_within(args.database.answer_within());
+        .answer_within(args.database.answer_within())
+        .with_dlq_copies(!args.dlq_topic.trim().is_empty());
     // The dedup window must be known before the first batch; wait for the
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);

@@ -162,7 +162,7 @@ async fn a_member_fenced_while_it_retries_a_batch_joins_again() {
 
     let twin = spec.start();
     wait_until(
-        Duration::from_secs(60),
+        Duration::from_secs(90),
         "the first member learns it was fenced and joins again",
         || async {
             first

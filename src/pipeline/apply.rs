@@ -182,7 +182,7 @@ impl Pipeline {
                 .store(true, Ordering::Relaxed);
             // The database failed meanwhile and may have come back from a
             // backup or a replica: check every owned partition now.
-            poll.position_check.reset_immediately();
+            poll.upkeep.reset_immediately();
         }
         outcome.map(|outcome| (records, outcome))
     }

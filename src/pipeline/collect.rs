@@ -39,8 +39,8 @@ impl Pipeline {
         // gathers what Kafka brings within the linger, rather than going
         // with a few records.
         let mut behind = false;
-        if poll.position_check.tick().now_or_never().is_some() {
-            self.check_positions(&mut records, poll).await;
+        if poll.upkeep.tick().now_or_never().is_some() {
+            self.upkeep(&mut records, poll).await;
         }
         while records.len() < capacity {
             let polled = if let Some(record) = poll.carry.pop_front() {
@@ -67,13 +67,13 @@ impl Pipeline {
                                 self.recommit_unconfirmed();
                                 continue;
                             }
-                            _ = poll.position_check.tick() => None,
+                            _ = poll.upkeep.tick() => None,
                             message = self.consumer.recv() => Some(message),
                         };
                         match polled {
                             Some(message) => message,
                             None => {
-                                self.check_positions(&mut records, poll).await;
+                                self.upkeep(&mut records, poll).await;
                                 continue;
                             }
                         }
@@ -101,6 +101,50 @@ impl Pipeline {
             // Stopping with nothing in hand, or everything was revoked.
             _ if poll.stopping() => None,
             _ => Some((Vec::new(), Instant::now())),
+        }
+    }
+
+    /// The periodic checks, between rounds: the positions, and the DLQ
+    /// copies the owned partitions' parked rows owe.
+    async fn upkeep(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
+        self.check_positions(records, poll).await;
+        self.send_owed_copies().await;
+    }
+
+    /// Tells the database which DLQ copies the topic confirmed, and sends
+    /// those the owned partitions' parked rows still owe (a batch whose
+    /// answer was lost, a member killed before its copies went out, a copy
+    /// the topic refused).
+    pub(super) async fn send_owed_copies(&self) {
+        let Some(dlq) = &self.dlq else {
+            return;
+        };
+        let delivered = dlq.take_delivered();
+        if let Err(error) = self.inbox.copies_sent(&delivered).await {
+            tracing::warn!(%error, "cannot mark DLQ copies as sent; tried again later");
+            dlq.delivered_again(delivered);
+            return;
+        }
+        let owned = self.offsets.owned();
+        if owned.is_empty() {
+            return;
+        }
+        match self.inbox.copies_owed(&owned, &dlq.in_flight()).await {
+            Ok(owed) if !owed.is_empty() => {
+                tracing::info!(
+                    copies = owed.len(),
+                    "sending the DLQ copies parked rows still owe"
+                );
+                let copies: Vec<_> = owed
+                    .iter()
+                    .map(|(row, record)| (row.clone(), record))
+                    .collect();
+                dlq.publish(&copies);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the DLQ copies owed; tried again later")
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 /// Environment variable naming a fail point, for tests only (read only
 /// when built with the `failpoints` feature):
 /// - `after_db_commit` aborts the process right after a batch's DB commit,
-///   before its offset commit;
+///   before its offset commit and its DLQ copies;
 /// - `drop_first_offset_commit` loses the first offset commit, as if Kafka
 ///   had refused it.
 const FAILPOINT_ENV: &str = "INBOX_FAILPOINT";

@@ -54,8 +54,9 @@ pub type InboxConsumer = StreamConsumer<InboxContext>;
 const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the database's positions of the owned partitions are checked,
-/// also those of partitions that receive nothing (a batch checks its own).
-const POSITION_CHECK_EVERY: Duration = Duration::from_secs(10);
+/// also those of partitions that receive nothing (a batch checks its own),
+/// and the DLQ copies parked rows owe are sent.
+const UPKEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// The longest a shutdown waits for the Kafka client to close.
 const DESTROY_WAIT: Duration = Duration::from_secs(10);
@@ -140,10 +141,11 @@ struct Poll {
     phase: Phase,
     /// Errors the consumer returned in a row, instead of a record.
     consume_errors: u32,
-    /// When to check that the database's positions of the owned partitions
-    /// are not behind what this member wrote or read (see
-    /// [`Pipeline::check_positions`]); at once after a database failure.
-    position_check: tokio::time::Interval,
+    /// When to run the periodic checks (see `Pipeline::upkeep`): that the
+    /// database's positions of the owned partitions are not behind what this
+    /// member wrote or read, and the DLQ copies owed; at once after a
+    /// database failure.
+    upkeep: tokio::time::Interval,
 }
 
 impl Poll {
@@ -169,8 +171,8 @@ impl Pipeline {
             recommit,
             phase: Phase::Consuming,
             consume_errors: 0,
-            position_check: {
-                let mut every = tokio::time::interval(POSITION_CHECK_EVERY);
+            upkeep: {
+                let mut every = tokio::time::interval(UPKEEP_EVERY);
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 every
             },
@@ -203,6 +205,12 @@ impl Pipeline {
                 break;
             }
         }
+        if let Some(dlq) = &self.dlq {
+            dlq.flush(Duration::from_secs(5));
+            if let Err(error) = self.inbox.copies_sent(&dlq.take_delivered()).await {
+                tracing::warn!(%error, "cannot mark the last DLQ copies as sent; the next owner sends them again");
+            }
+        }
         let failed = match poll.phase {
             Phase::Failed(error) => Some(error),
             Phase::Consuming => None,
@@ -227,10 +235,10 @@ impl Pipeline {
         self.metrics.lag_clock.holding(poll.carry.iter());
         let committed = self.offsets.advance(&batch::next_offsets(records));
         RoundApplied { outcome }.emit(&self.metrics);
+        failpoint.abort_after_db_commit();
         if let Some(dlq) = &self.dlq {
             publish_parked(dlq, records, outcome);
         }
-        failpoint.abort_after_db_commit();
         // A dropped commit is sent again with the unconfirmed ones.
         if !committed.is_empty() && !failpoint.drop_offset_commit() {
             self.commit_async(&kafka::to_list(committed.iter()));
@@ -246,9 +254,6 @@ impl Pipeline {
                 self.metrics.offset_commit_failures.inc();
                 tracing::warn!(%error, "final offset commit failed; those records will be redelivered and ignored as duplicates");
             }
-        }
-        if let Some(dlq) = &self.dlq {
-            dlq.flush(Duration::from_secs(5));
         }
         self.consumer.unsubscribe();
         tracing::info!("consumer closed");

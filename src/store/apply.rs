@@ -310,6 +310,8 @@ impl Inbox {
             .bind(&expected)
             .bind(trace_id)
             .bind(&topic_ids)
+            .bind(self.dlq_copies)
+            .bind(&arrays.key)
             .fetch_one(connection)
             .await?;
         batch_outcome(batch, &row, trace_id)
@@ -337,6 +339,8 @@ struct BatchArrays<'a> {
     /// candidate that turns out to name an unknown SKU or reuse an id.
     payload: Vec<Option<&'a [u8]>>,
     headers: Vec<String>,
+    /// Every record's key, kept on its parked row for the DLQ copy.
+    key: Vec<Option<&'a [u8]>>,
     line_record: Vec<i32>,
     line_sku: Vec<&'a str>,
     line_quantity: Vec<i32>,
@@ -363,6 +367,12 @@ impl<'a> BatchArrays<'a> {
                     .map(|p| &p[..p.len().min(MAX_PAYLOAD_BYTES)]),
             );
             arrays.headers.push(parked::headers_json(&record.headers));
+            arrays.key.push(
+                record
+                    .key
+                    .as_deref()
+                    .map(|k| &k[..k.len().min(MAX_PAYLOAD_BYTES)]),
+            );
             match &item.disposition {
                 Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
                     // A repeat of an id only earlier in the statement: a
@@ -424,6 +434,7 @@ fn batch_outcome(
     let parked_reasons: Vec<String> = row.try_get("parked_reasons")?;
     let parked_errors: Vec<String> = row.try_get("parked_errors")?;
     let parked_newly: Vec<bool> = row.try_get("parked_newly")?;
+    let parked_ids: Vec<Option<i64>> = row.try_get("parked_ids")?;
     let lines_reserved: i64 = row.try_get("lines_reserved")?;
     let lines_rejected: i64 = row.try_get("lines_rejected")?;
 
@@ -450,11 +461,12 @@ fn batch_outcome(
             outcome.fresh_event_times.push(order.occurred_at);
         }
     }
-    for (((ord, reason), error), newly) in parked_ords
+    for ((((ord, reason), error), newly), id) in parked_ords
         .into_iter()
         .zip(parked_reasons)
         .zip(parked_errors)
         .zip(parked_newly)
+        .zip(parked_ids)
     {
         if !newly {
             continue;
@@ -472,6 +484,7 @@ fn batch_outcome(
             parked.order_id(),
         );
         row.trace_id = trace_id.map(str::to_owned);
+        row.id = id;
         outcome.newly_parked.push(row);
     }
     Ok(outcome)

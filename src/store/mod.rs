@@ -19,9 +19,11 @@
 //! - `schema`: the pool, migrations, the schema check, maintenance.
 //! - `apply`: the batch statement, its bind arrays and outcome, bisection.
 //! - `replay`: listing and replaying parked records.
+//! - `dlq`: the DLQ copies the parked rows still owe.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
 mod apply;
+mod dlq;
 mod error;
 mod replay;
 mod schema;
@@ -86,6 +88,9 @@ pub struct Inbox {
     /// otherwise hold a batch, and a shutdown, for as long as the kernel
     /// keeps the connection.
     answer_within: Duration,
+    /// Whether parked records are copied to a DLQ topic: their rows then
+    /// owe a copy until it is sent (`inbox_parked.dlq_sent_at`).
+    dlq_copies: bool,
 }
 
 impl Inbox {
@@ -99,7 +104,15 @@ impl Inbox {
             written: Mutex::new(BTreeMap::new()),
             topic_ids: Mutex::new(BTreeMap::new()),
             answer_within: DEFAULT_ANSWER_WITHIN,
+            dlq_copies: false,
         }
+    }
+
+    /// Parked records are copied to a DLQ topic: each parked row owes its
+    /// copy until [`Inbox::copies_sent`] marks it.
+    pub fn with_dlq_copies(mut self, copies: bool) -> Self {
+        self.dlq_copies = copies;
+        self
     }
 
     /// The longest a statement waits for the database's answer before it is
