@@ -92,7 +92,8 @@ unknown_sku AS MATERIALIZED (
 --    (idx_inbox_message_lookup): an id is applied once within the window,
 --    whatever day its event time names.
 ledger_seen AS MATERIALIZED (
-    SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash
+    SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash,
+           p.topic, p.kafka_partition, p.kafka_offset
     FROM processed_inbox p
     WHERE p.consumer = $1
       AND p.message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
@@ -107,7 +108,12 @@ verdict AS MATERIALIZED (
                 WHEN s.message_id IS NOT NULL THEN 'conflict'
                 WHEN u.record_ord IS NOT NULL THEN 'unknown_sku'
                 ELSE 'fresh' END AS verdict,
-           coalesce(s.payload_hash, r.payload_hash) AS id_hash
+           coalesce(s.payload_hash, r.payload_hash) AS id_hash,
+           -- The ledger row is this very record's (its position): written
+           -- by an earlier try of this batch whose answer was lost, or by
+           -- an earlier delivery of the record at the same position.
+           (s.topic, s.kafka_partition, s.kafka_offset)
+               = (r.topic, r.kafka_partition, r.kafka_offset) AS same_record
     FROM record r
     LEFT JOIN ledger_seen s ON s.message_id = r.message_id
     LEFT JOIN unknown_sku u ON u.record_ord = r.ord
@@ -301,12 +307,15 @@ next_position AS (
     RETURNING 1
 )
 -- What the batch did: the ordinals of the fresh events (and of the business
--- duplicates among them), the order lines reserved and rejected, and every
--- parked record with its reason and whether it was parked now (not by an
--- earlier delivery). Everything else is a duplicate.
+-- duplicates among them), the duplicates whose ledger row is the record's
+-- own (its position), the order lines reserved and rejected, and every
+-- parked record with its reason, its row and whether it was parked now (not
+-- by an earlier delivery). Everything else is a duplicate.
 SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event) AS fresh,
        (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event
         WHERE business_duplicate) AS business_duplicates,
+       (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM verdict
+        WHERE verdict = 'duplicate' AND same_record) AS same_record_duplicates,
        (SELECT count(*) FROM reservation WHERE status = 'reserved') AS lines_reserved,
        (SELECT count(*) FROM reservation WHERE status = 'rejected') AS lines_rejected,
        coalesce(p.ords, '{}') AS parked_ords,
@@ -319,7 +328,11 @@ FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
              array_agg(t.reason ORDER BY t.ord) AS reasons,
              array_agg(t.error ORDER BY t.ord) AS errors,
              array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly,
-             array_agg(n.id ORDER BY t.ord) AS ids
+             array_agg(coalesce(n.id, (SELECT x.id FROM inbox_parked x
+                                       WHERE x.consumer = $1 AND x.topic = r.topic
+                                         AND x.kafka_partition = r.kafka_partition
+                                         AND x.kafka_offset = r.kafka_offset))
+                       ORDER BY t.ord) AS ids
       FROM to_park t
       JOIN record r ON r.ord = t.ord
       LEFT JOIN parked n ON (n.topic, n.kafka_partition, n.kafka_offset)

@@ -59,3 +59,68 @@ async fn copies_a_crash_kept_from_the_dlq_are_sent_by_the_next_owner() {
     assert_eq!(db.count("SELECT count(*) FROM inbox_parked").await, 3);
     assert_eq!(db.ledger_rows().await, 1);
 }
+
+/// PostgreSQL committed a batch, and its answer was lost on the way: the
+/// retry finds everything there. What that batch did is still counted and
+/// copied, from what the database holds: the parked rows' copies go out,
+/// `inbox_parked_total` counts them and the fresh events count as
+/// processed, not as duplicates.
+#[tokio::test]
+async fn a_committed_batch_whose_answer_was_lost_is_counted_and_copied() {
+    let topic = fresh_topic(1).await;
+    let dlq = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000)]).await;
+    let proxy =
+        common::proxy::CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    spec.dlq_topic = dlq.clone();
+    spec.database_url = db
+        .app_url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    let spec = spec.env("DB_STATEMENT_TIMEOUT_MS", "1000");
+    let consumer = spec.start();
+    // A first batch: its connection has the batch statement prepared, so
+    // the next one is sent whole, without waiting for a prepare's answer.
+    produce(
+        &producer(),
+        &topic,
+        &[Outgoing::event(&order("FIRST", &[("SKU-1", 1)]))],
+    )
+    .await;
+    wait_for_ledger(&db, 1, Duration::from_secs(30)).await;
+
+    proxy.lose_answers(true);
+    let mut records: Vec<Outgoing> = (0..5)
+        .map(|i| Outgoing::raw(&format!("BAD-{i}"), b"not json"))
+        .collect();
+    records.extend((0..45).map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-1", 1)]))));
+    produce(&producer(), &topic, &records).await;
+    wait_for_ledger(&db, 46, Duration::from_secs(30)).await;
+    proxy.lose_answers(false);
+
+    wait_committed(&spec, 51).await;
+    wait_until(
+        Duration::from_secs(60),
+        "the copies sent and marked",
+        || async {
+            db.count("SELECT count(*) FROM inbox_parked WHERE dlq_sent_at IS NULL")
+                .await
+                == 0
+        },
+    )
+    .await;
+    assert_eq!(records_on(&dlq), 5, "each copy once");
+    assert_eq!(consumer.metric_sum("inbox_parked_total").await, 5.0);
+    assert_eq!(consumer.metric("inbox_processed_total").await, 46.0);
+    assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 0.0);
+    assert!(
+        consumer
+            .metric(r#"inbox_db_retries_total{reason="database_timeout"}"#)
+            .await
+            >= 1.0,
+        "the lost answer was waited for"
+    );
+    consumer.stop().await;
+    assert_eq!(db.reserved("SKU-1").await, 46);
+}

@@ -88,7 +88,11 @@ impl Pipeline {
                 self.read_again(positions, &mut batch, &mut poll.carry);
             }
             batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
-            match self.apply_with_retry(batch, poll, &mut gone).await {
+            let lost_answer = error.answer_may_be_lost();
+            match self
+                .apply_with_retry(batch, lost_answer, poll, &mut gone)
+                .await
+            {
                 Some((batch, done)) => {
                     BatchCommitted {
                         size: batch.len(),
@@ -120,13 +124,15 @@ impl Pipeline {
     }
 
     /// Applies one batch, retrying transient failures while keeping the
-    /// group membership. Returns the records applied (those of partitions
+    /// group membership. `lost_answer`: an earlier try may have committed
+    /// without its answer reaching here. Returns the records applied (those of partitions
     /// revoked meanwhile are left to their new owner) and the outcome; `None`
     /// when there is nothing to commit: the batch was empty, every record of
     /// it was revoked, or shutdown gave up on an unavailable database.
     async fn apply_with_retry(
         &self,
         mut records: Vec<InboundRecord>,
+        mut lost_answer: bool,
         poll: &mut Poll,
         gone: &mut Vec<PartitionKey>,
     ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
@@ -140,11 +146,15 @@ impl Pipeline {
                 break None;
             }
             match self.apply_traced(&records).await {
+                // An earlier try may have committed with its answer lost:
+                // what it did is this batch's (counters, DLQ copies).
+                Ok(outcome) if lost_answer => break Some(outcome.after_lost_answer()),
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind { positions }) => {
                     self.read_again(&positions, &mut records, &mut poll.carry);
                 }
                 Err(error) => {
+                    lost_answer |= error.answer_may_be_lost();
                     let wait = jittered(retrying.backoff);
                     BatchRolledBack {
                         error: &error,

@@ -41,6 +41,12 @@ pub struct BatchOutcome {
     pub newly_parked: Vec<ParkedRow>,
     /// Event times of the fresh events, for end-to-end latency.
     pub fresh_event_times: Vec<DateTime<Utc>>,
+    /// Event times of the duplicates whose ledger row is the record's own
+    /// (same position): applied by an earlier try of this very batch, when
+    /// its answer was lost, or by an earlier delivery of the record.
+    pub same_record_duplicates: Vec<DateTime<Utc>>,
+    /// Records parked by an earlier try or delivery at their position.
+    pub parked_before: Vec<ParkedRow>,
 }
 
 impl BatchOutcome {
@@ -53,6 +59,24 @@ impl BatchOutcome {
         self.lines_rejected += other.lines_rejected;
         self.newly_parked.extend(other.newly_parked);
         self.fresh_event_times.extend(other.fresh_event_times);
+        self.same_record_duplicates
+            .extend(other.same_record_duplicates);
+        self.parked_before.extend(other.parked_before);
+    }
+
+    /// The outcome of a batch whose earlier try may have committed with its
+    /// answer lost (a connection cut, no answer in time): what that try
+    /// did is counted as this batch's doing (the records' own ledger rows as
+    /// processed, their parked rows as parked now), since no other answer
+    /// said so. Order lines are not recounted.
+    pub fn after_lost_answer(mut self) -> Self {
+        let own = std::mem::take(&mut self.same_record_duplicates);
+        self.processed += own.len() as u64;
+        self.duplicates -= own.len() as u64;
+        self.fresh_event_times.extend(own);
+        self.newly_parked
+            .extend(std::mem::take(&mut self.parked_before));
+        self
     }
 }
 
@@ -429,6 +453,7 @@ fn batch_outcome(
 ) -> Result<BatchOutcome, StoreError> {
     let item = |ord: i64| &batch[ord as usize - 1];
     let fresh: Vec<i64> = row.try_get("fresh")?;
+    let same_record: Vec<i64> = row.try_get("same_record_duplicates")?;
     let business_duplicates: Vec<i64> = row.try_get("business_duplicates")?;
     let parked_ords: Vec<i64> = row.try_get("parked_ords")?;
     let parked_reasons: Vec<String> = row.try_get("parked_reasons")?;
@@ -454,13 +479,14 @@ fn batch_outcome(
         lines_rejected: lines_rejected as u64,
         ..BatchOutcome::default()
     };
-    for ord in fresh {
-        if let Disposition::Candidate(order) | Disposition::RepeatInBatch(order) =
-            &item(ord).disposition
-        {
-            outcome.fresh_event_times.push(order.occurred_at);
+    let event_time = |ord: i64| match &item(ord).disposition {
+        Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+            Some(order.occurred_at)
         }
-    }
+        Disposition::Parked(_) => None,
+    };
+    outcome.fresh_event_times = fresh.into_iter().filter_map(event_time).collect();
+    outcome.same_record_duplicates = same_record.into_iter().filter_map(event_time).collect();
     for ((((ord, reason), error), newly), id) in parked_ords
         .into_iter()
         .zip(parked_reasons)
@@ -468,9 +494,6 @@ fn batch_outcome(
         .zip(parked_newly)
         .zip(parked_ids)
     {
-        if !newly {
-            continue;
-        }
         let reason = ParkReason::from_code(&reason).ok_or_else(|| StoreError::Unexpected {
             sqlstate: String::new(),
             message: format!("the batch statement parked with an unknown reason {reason:?}"),
@@ -485,7 +508,11 @@ fn batch_outcome(
         );
         row.trace_id = trace_id.map(str::to_owned);
         row.id = id;
-        outcome.newly_parked.push(row);
+        if newly {
+            outcome.newly_parked.push(row);
+        } else {
+            outcome.parked_before.push(row);
+        }
     }
     Ok(outcome)
 }

@@ -81,6 +81,19 @@ pub const RETRY_REASONS: [&str; 14] = [
 ];
 
 impl StoreError {
+    /// Whether the statement may have committed although this error came
+    /// instead of its answer (the connection was cut, or no answer came in
+    /// time): a retry then finds what it wrote.
+    pub fn answer_may_be_lost(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Transient {
+                reason: "connection" | "database_timeout",
+                ..
+            }
+        )
+    }
+
     /// The label of `inbox_db_retries_total{reason}` for a batch that failed
     /// with this error: one of [`RETRY_REASONS`].
     pub fn retry_reason(&self) -> &'static str {

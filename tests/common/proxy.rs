@@ -17,6 +17,9 @@ pub struct CountingProxy {
     /// While true, bytes either way are swallowed: connections stay open,
     /// nothing arrives, no reset (a network that drops every packet).
     silent: Arc<AtomicBool>,
+    /// While true, the server's bytes are swallowed: what the client sends
+    /// arrives (and is done), its answers are lost.
+    deaf: Arc<AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -28,13 +31,14 @@ impl CountingProxy {
         let port = listener.local_addr().expect("proxy address").port();
         let round_trips = Arc::new(AtomicU64::new(0));
         let silent = Arc::new(AtomicBool::new(false));
-        let (counter, quiet) = (round_trips.clone(), silent.clone());
+        let deaf = Arc::new(AtomicBool::new(false));
+        let (counter, quiet, unheard) = (round_trips.clone(), silent.clone(), deaf.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (counter, quiet) = (counter.clone(), quiet.clone());
+                let (counter, quiet, unheard) = (counter.clone(), quiet.clone(), unheard.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(target).await {
-                        forward(client, server, counter, quiet).await;
+                        forward(client, server, counter, quiet, unheard).await;
                     }
                 });
             }
@@ -43,8 +47,15 @@ impl CountingProxy {
             port,
             round_trips,
             silent,
+            deaf,
             accept,
         }
+    }
+
+    /// From now on (`true`) the server's answers are lost on their way,
+    /// until `false`.
+    pub fn lose_answers(&self, lost: bool) {
+        self.deaf.store(lost, Ordering::SeqCst);
     }
 
     /// From now on (`true`) nothing goes through either way, until `false`.
@@ -69,6 +80,7 @@ async fn forward(
     server: TcpStream,
     round_trips: Arc<AtomicU64>,
     silent: Arc<AtomicBool>,
+    deaf: Arc<AtomicBool>,
 ) {
     let silent_down = silent.clone();
     let _ = client.set_nodelay(true);
@@ -102,7 +114,7 @@ async fn forward(
         loop {
             match server_read.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
-                Ok(_) if silent_down.load(Ordering::SeqCst) => {}
+                Ok(_) if silent_down.load(Ordering::SeqCst) || deaf.load(Ordering::SeqCst) => {}
                 Ok(n) => {
                     // Marked before the client can see the bytes and answer.
                     server_spoke.store(true, Ordering::SeqCst);
@@ -141,8 +153,8 @@ impl Endpoint {
                 let to = *current.lock().unwrap();
                 let task = tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(to).await {
-                        let (trips, silent) = Default::default();
-                        forward(client, server, trips, silent).await;
+                        let (trips, silent, deaf) = Default::default();
+                        forward(client, server, trips, silent, deaf).await;
                     }
                 });
                 carried.lock().unwrap().push(task);
