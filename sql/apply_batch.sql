@@ -301,6 +301,7 @@ next_position AS (
         SET next_offset = CASE WHEN p.topic_id <> EXCLUDED.topic_id THEN EXCLUDED.next_offset
                                ELSE greatest(p.next_offset, EXCLUDED.next_offset) END,
             topic_id = coalesce(EXCLUDED.topic_id, p.topic_id),
+            moved_by_operator = false,
             updated_at = now()
         WHERE p.next_offset < EXCLUDED.next_offset
            OR (EXCLUDED.topic_id IS NOT NULL AND p.topic_id IS DISTINCT FROM EXCLUDED.topic_id)

@@ -21,7 +21,8 @@ use crate::batch::PartitionKey;
 use crate::metrics::Metrics;
 use crate::store::StoreError;
 
-const READ: &str = "SELECT topic, kafka_partition, next_offset, topic_id FROM inbox_position
+const READ: &str =
+    "SELECT topic, kafka_partition, next_offset, topic_id, moved_by_operator FROM inbox_position
     WHERE consumer = $1 AND topic = ANY($2::text[]) AND kafka_partition = ANY($3::int[])";
 
 const LIST: &str = "SELECT topic, kafka_partition, next_offset, updated_at FROM inbox_position
@@ -35,10 +36,12 @@ const SET: &str = "WITH before AS (
         WHERE consumer = $1 AND topic = $2 AND kafka_partition = $3
         FOR UPDATE
     ), upsert AS (
-        INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset)
-        VALUES ($1, $2, $3, $4)
+        INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset,
+                                         moved_by_operator)
+        VALUES ($1, $2, $3, $4, true)
         ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE
-            SET next_offset = EXCLUDED.next_offset, updated_at = now()
+            SET next_offset = EXCLUDED.next_offset, moved_by_operator = true,
+                updated_at = now()
     )
     SELECT (SELECT next_offset FROM before)";
 
@@ -49,6 +52,14 @@ pub struct Position {
     pub partition: i32,
     pub next_offset: i64,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A position as the database holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stored {
+    pub next_offset: i64,
+    /// Set by `inventory-inbox positions set`, not by a batch since.
+    pub by_operator: bool,
 }
 
 /// The database's positions of these partitions (those it has) that
@@ -62,7 +73,7 @@ pub async fn read(
     consumer: &str,
     partitions: &[PartitionKey],
     topic_ids: &BTreeMap<String, Uuid>,
-) -> Result<BTreeMap<PartitionKey, i64>, StoreError> {
+) -> Result<BTreeMap<PartitionKey, Stored>, StoreError> {
     let topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
     let rows = sqlx::query(READ)
@@ -91,7 +102,14 @@ pub async fn read(
                 );
             }
             _ => {
-                positions.insert(key, next_offset);
+                let by_operator = row.try_get("moved_by_operator")?;
+                positions.insert(
+                    key,
+                    Stored {
+                        next_offset,
+                        by_operator,
+                    },
+                );
             }
         }
     }
@@ -173,7 +191,11 @@ impl PositionSource {
                     topic_ids,
                 ));
                 match stored.await {
-                    Ok(positions) => {
+                    Ok(stored) => {
+                        let positions: BTreeMap<PartitionKey, i64> = stored
+                            .into_iter()
+                            .map(|(key, stored)| (key, stored.next_offset))
+                            .collect();
                         self.inbox
                             .expect_positions(partitions, &positions, topic_ids);
                         return Some(positions);

@@ -89,3 +89,43 @@ async fn replaying_the_topic_under_a_new_group_changes_nothing() {
     );
     replay.stop().await;
 }
+
+/// `positions set` under a running consumer: the consumer notices (its
+/// periodic check of the positions), reads again from where the operator
+/// put the position, says so as asked, not as a database gone back, and
+/// applies nothing twice. An offset past a partition's end is refused.
+#[tokio::test]
+async fn a_position_moved_back_under_a_running_consumer_is_read_again_as_asked() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000)]).await;
+    let records: Vec<Outgoing> = (0..100)
+        .map(|i| Outgoing::event(&order(&format!("ORD-{i}"), &[("SKU-1", 1)])))
+        .collect();
+    produce(&producer(), &topic, &records).await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_committed(&spec, 100).await;
+
+    let (ok, said) = spec.positions(&["set", "--offset", "999999"]);
+    assert!(!ok, "an offset past the end is refused: {said}");
+    assert!(said.contains("past the end of partition 0"), "{said}");
+
+    let (ok, said) = spec.positions(&["set", "--offset", "earliest"]);
+    assert!(ok, "positions set: {said}");
+    wait_until(
+        Duration::from_secs(60),
+        "the records read again",
+        || async { consumer.metric("inbox_duplicate_ignored_total").await >= 100.0 },
+    )
+    .await;
+    let log = consumer.log_text();
+    assert!(
+        log.contains("an operator moved the partition's position back"),
+        "{log}"
+    );
+    assert!(!log.contains("the database is behind"), "{log}");
+    assert_eq!(db.ledger_rows().await, 100);
+    assert_eq!(db.reserved("SKU-1").await, 100);
+    consumer.stop().await;
+}

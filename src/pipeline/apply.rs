@@ -12,7 +12,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
-use crate::store::{BatchOutcome, StoreError};
+use crate::store::{BatchOutcome, Behind, StoreError};
 
 use super::observe::{BatchCommitted, BatchRolledBack};
 use super::{Phase, Pipeline, Poll};
@@ -84,8 +84,8 @@ impl Pipeline {
         // belong to the new owner.
         let mut gone: Vec<PartitionKey> = Vec::new();
         for (mut batch, error) in remaining {
-            if let StoreError::PositionBehind { positions } = &error {
-                self.read_again(positions, &mut batch, &mut poll.carry);
+            if let StoreError::PositionBehind(behind) = &error {
+                self.read_again(behind, &mut batch, &mut poll.carry);
             }
             batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
             let lost_answer = error.answer_may_be_lost();
@@ -150,8 +150,8 @@ impl Pipeline {
                 // what it did is this batch's (counters, DLQ copies).
                 Ok(outcome) if lost_answer => break Some(outcome.after_lost_answer()),
                 Ok(outcome) => break Some(outcome),
-                Err(StoreError::PositionBehind { positions }) => {
-                    self.read_again(&positions, &mut records, &mut poll.carry);
+                Err(StoreError::PositionBehind(behind)) => {
+                    self.read_again(&behind, &mut records, &mut poll.carry);
                 }
                 Err(error) => {
                     lost_answer |= error.answer_may_be_lost();
@@ -235,23 +235,32 @@ impl Pipeline {
     /// hand, which come after what the database lacks.
     pub(super) fn read_again(
         &self,
-        positions: &BTreeMap<PartitionKey, Option<i64>>,
+        behind: &Behind,
         records: &mut Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
     ) {
-        self.metrics
-            .db_retries
-            .with_label_values(&["position_behind"])
-            .inc();
-        for ((topic, partition), position) in positions {
-            tracing::error!(
-                topic,
-                partition,
-                database_position = ?position,
-                "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
-            );
+        for ((topic, partition), position) in &behind.positions {
+            if behind.by_operator.contains(&(topic.clone(), *partition)) {
+                tracing::info!(
+                    topic,
+                    partition,
+                    position = ?position,
+                    "an operator moved the partition's position back (`inventory-inbox positions set`): reading it again from there"
+                );
+            } else {
+                self.metrics
+                    .db_retries
+                    .with_label_values(&["position_behind"])
+                    .inc();
+                tracing::error!(
+                    topic,
+                    partition,
+                    database_position = ?position,
+                    "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
+                );
+            }
         }
-        self.seek_to(positions, records, carry);
+        self.seek_to(&behind.positions, records, carry);
     }
 
     /// Reads each partition again from the given position (its beginning for

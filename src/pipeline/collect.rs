@@ -167,7 +167,7 @@ impl Pipeline {
                     .readiness
                     .database_reachable
                     .store(true, Ordering::Relaxed);
-                if !behind.is_empty() {
+                if !behind.positions.is_empty() {
                     self.read_again(&behind, records, &mut poll.carry);
                 }
             }

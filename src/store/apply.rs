@@ -4,7 +4,7 @@
 //! database refuses until the refused records are isolated.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::postgres::PgRow;
@@ -23,6 +23,15 @@ const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 /// committed first (`StoreError::Raced`), before it is retried as a
 /// transient failure.
 const MAX_RACES: u32 = 5;
+
+/// Partitions whose position in the database is behind this inbox's.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Behind {
+    /// The database's position of each (`None`: it has none).
+    pub positions: BTreeMap<PartitionKey, Option<i64>>,
+    /// Those an operator moved back (`inventory-inbox positions set`).
+    pub by_operator: BTreeSet<PartitionKey>,
+}
 
 /// What a batch did, for metrics, logs and the DLQ.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -189,7 +198,7 @@ impl Inbox {
                 }
                 Ok(outcome)
             }
-            Err(StoreError::PositionBehind { .. }) => self.positions_behind(&positions).await,
+            Err(StoreError::PositionBehind(_)) => self.positions_behind(&positions).await,
             Err(other) => Err(other),
         };
         // After a refused statement the connection is as good as before;
@@ -199,7 +208,7 @@ impl Inbox {
             Ok(_)
                 | Err(StoreError::Rejected { .. }
                     | StoreError::MissingPartition { .. }
-                    | StoreError::PositionBehind { .. }
+                    | StoreError::PositionBehind(_)
                     | StoreError::SplitBefore { .. }
                     | StoreError::Raced { .. })
         ) {
@@ -217,25 +226,23 @@ impl Inbox {
     ) -> Result<BatchOutcome, StoreError> {
         let keys: Vec<PartitionKey> = positions.keys().cloned().collect();
         let behind = self.gone_back(&keys).await?;
-        if behind.is_empty() {
+        if behind.positions.is_empty() {
             // Moved forward since (another member): simply try again.
             return Err(StoreError::Transient {
                 reason: "position_behind",
                 message: "the database's position moved while it was checked".into(),
             });
         }
-        Err(StoreError::PositionBehind { positions: behind })
+        Err(StoreError::PositionBehind(behind))
     }
 
     /// The partitions among `keys` whose position in the database is behind
     /// the one this inbox wrote or read at their assignment (the database
     /// went back: restored, or failed over to a replica that lacked the last
-    /// commits), with the database's position (`None`: it has none). They
-    /// are expected at the database's position from now on.
-    pub async fn gone_back(
-        &self,
-        keys: &[PartitionKey],
-    ) -> Result<BTreeMap<PartitionKey, Option<i64>>, StoreError> {
+    /// commits; or an operator moved it), with the database's position
+    /// (`None`: it has none). They are expected at the database's position
+    /// from now on.
+    pub async fn gone_back(&self, keys: &[PartitionKey]) -> Result<Behind, StoreError> {
         let keys: Vec<PartitionKey> = {
             let written = self.written.lock().expect("written lock");
             keys.iter()
@@ -243,8 +250,9 @@ impl Inbox {
                 .cloned()
                 .collect()
         };
+        let mut behind = Behind::default();
         if keys.is_empty() {
-            return Ok(BTreeMap::new());
+            return Ok(behind);
         }
         let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
         let stored = self
@@ -256,13 +264,16 @@ impl Inbox {
             ))
             .await?;
         let mut written = self.written.lock().expect("written lock");
-        let mut behind = BTreeMap::new();
         for key in keys {
             let database = stored.get(&key).copied();
             if let Some(mine) = written.get(&key).copied() {
-                if database.is_none_or(|d| d < mine) {
-                    behind.insert(key.clone(), database);
-                    match database {
+                let position = database.map(|d| d.next_offset);
+                if position.is_none_or(|d| d < mine) {
+                    behind.positions.insert(key.clone(), position);
+                    if database.is_some_and(|d| d.by_operator) {
+                        behind.by_operator.insert(key.clone());
+                    }
+                    match position {
                         Some(d) => written.insert(key, d),
                         None => written.remove(&key),
                     };

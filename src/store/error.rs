@@ -2,10 +2,6 @@
 //! codes (pure, unit-tested), so that retrying, isolating a record and
 //! re-reading the window are decided by code, never by message text.
 
-use std::collections::BTreeMap;
-
-use crate::batch::PartitionKey;
-
 /// The partitioned ledger, as PostgreSQL names it in errors.
 const LEDGER_TABLE: &str = "processed_inbox";
 
@@ -38,10 +34,8 @@ pub enum StoreError {
     /// that lacked the last commits): nothing of the batch committed. The
     /// partitions behind, with the database's position (`None`: it has
     /// none); the consumer reads them again from there.
-    #[error("the database went back: its positions are behind this consumer's for {} partition(s)", positions.len())]
-    PositionBehind {
-        positions: BTreeMap<PartitionKey, Option<i64>>,
-    },
+    #[error("the database's positions are behind this consumer's for {} partition(s)", .0.positions.len())]
+    PositionBehind(super::Behind),
     /// A record repeats the id of an earlier record of the statement that
     /// the statement parks (an unknown SKU), with another payload: apply the
     /// records before `ord` (1-based, in the statement) and the rest apart,
@@ -104,7 +98,7 @@ impl StoreError {
             }
             StoreError::Rejected { .. } => "rejected",
             StoreError::MissingPartition { .. } => "missing_partition",
-            StoreError::PositionBehind { .. } => "position_behind",
+            StoreError::PositionBehind(_) => "position_behind",
             StoreError::SplitBefore { .. } | StoreError::Raced { .. } => "serialization_failure",
         }
     }
@@ -188,9 +182,7 @@ impl From<sqlx::Error> for StoreError {
                 match classify(&sqlstate, db.table(), db.constraint()) {
                     Verdict::Retry(reason) => transient(reason),
                     // Which partitions, the inbox finds out.
-                    Verdict::PositionBehind => StoreError::PositionBehind {
-                        positions: BTreeMap::new(),
-                    },
+                    Verdict::PositionBehind => StoreError::PositionBehind(Default::default()),
                     Verdict::MissingPartition => StoreError::MissingPartition { message },
                     Verdict::SplitBefore => {
                         let detail = db

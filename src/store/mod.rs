@@ -28,7 +28,7 @@ mod error;
 mod replay;
 mod schema;
 
-pub use apply::BatchOutcome;
+pub use apply::{BatchOutcome, Behind};
 pub use error::{StoreError, RETRY_REASONS};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{

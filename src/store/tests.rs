@@ -164,9 +164,9 @@ async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool
         .expect("the database goes back");
     let refused = inbox.apply(&batch[2..], None).await;
     match refused {
-        Err(StoreError::PositionBehind { positions }) => {
+        Err(StoreError::PositionBehind(behind)) => {
             assert_eq!(
-                positions.into_iter().collect::<Vec<_>>(),
+                behind.positions.into_iter().collect::<Vec<_>>(),
                 [(("orders".into(), 0), None)]
             );
         }
