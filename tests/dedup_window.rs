@@ -356,7 +356,7 @@ async fn maintenance_counts_days_in_utc_whatever_the_sessions_time_zone() {
         .await
         .unwrap();
     assert_ne!(local_today, utc_today, "{zone} is on another day");
-    sqlx::query("SELECT * FROM inbox_maintain()")
+    sqlx::query("SELECT * FROM inbox_create_window(), inbox_drop_expired()")
         .execute(&mut *session)
         .await
         .unwrap();

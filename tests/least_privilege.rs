@@ -48,13 +48,20 @@ async fn the_application_role_cannot_change_schema_or_delete_history() {
         .await
         .unwrap();
     assert_eq!(before, 14 + 1 + 2);
-    let (locked, created, dropped): (bool, i32, i32) =
-        sqlx::query_as("SELECT locked, created, dropped FROM inbox_maintain()")
+    let (locked, created): (bool, i32) =
+        sqlx::query_as("SELECT locked, created FROM inbox_create_window()")
             .fetch_one(&app)
             .await
-            .expect("maintain as the application role");
+            .expect("make the window as the application role");
     assert!(locked);
-    assert_eq!((created, dropped), (0, 0));
+    assert_eq!(created, 0);
+    let (locked, dropped): (bool, i32) =
+        sqlx::query_as("SELECT locked, dropped FROM inbox_drop_expired()")
+            .fetch_one(&app)
+            .await
+            .expect("drop expired days as the application role");
+    assert!(locked);
+    assert_eq!(dropped, 0);
     let parked: (i32, i32) = sqlx::query_as("SELECT deleted, cleared FROM inbox_prune_parked(10)")
         .fetch_one(&app)
         .await

@@ -84,3 +84,36 @@ async fn a_silent_database_is_noticed_and_shutdown_still_finishes() {
     consumer.stop().await;
     assert_eq!(db.reserved("SKU-1").await, 2);
 }
+
+/// With nothing to consume, a database that stops answering is noticed all
+/// the same (the consumer checks its partitions' positions every 10 s):
+/// `/readyz` turns unready, and ready again once the database answers.
+#[tokio::test]
+async fn an_idle_consumer_turns_unready_while_the_database_does_not_answer() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    let proxy = CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    spec.database_url = db
+        .app_url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    let consumer = spec.env("DB_STATEMENT_TIMEOUT_MS", "1000").start();
+    let readyz = || async { consumer.get("/readyz").await.map(|(status, _)| status) };
+    wait_until(Duration::from_secs(30), "ready", || async {
+        readyz().await == Some(200)
+    })
+    .await;
+    proxy.silence(true);
+    wait_until(
+        Duration::from_secs(40),
+        "unready without a record",
+        || async { readyz().await == Some(503) },
+    )
+    .await;
+    proxy.silence(false);
+    wait_until(Duration::from_secs(40), "ready again", || async {
+        readyz().await == Some(200)
+    })
+    .await;
+    consumer.stop().await;
+}

@@ -242,29 +242,21 @@ impl Inbox {
     /// commits; or an operator moved it), with the database's position
     /// (`None`: it has none). They are expected at the database's position
     /// from now on.
+    /// The database is asked even when no position is expected yet: the
+    /// answer also says that it answers.
     pub async fn gone_back(&self, keys: &[PartitionKey]) -> Result<Behind, StoreError> {
-        let keys: Vec<PartitionKey> = {
-            let written = self.written.lock().expect("written lock");
-            keys.iter()
-                .filter(|key| written.contains_key(*key))
-                .cloned()
-                .collect()
-        };
         let mut behind = Behind::default();
-        if keys.is_empty() {
-            return Ok(behind);
-        }
         let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
         let stored = self
             .answered(crate::positions::read(
                 &self.pool,
                 &self.consumer,
-                &keys,
+                keys,
                 &topic_ids,
             ))
             .await?;
         let mut written = self.written.lock().expect("written lock");
-        for key in keys {
+        for key in keys.iter().cloned() {
             let database = stored.get(&key).copied();
             if let Some(mine) = written.get(&key).copied() {
                 let position = database.map(|d| d.next_offset);

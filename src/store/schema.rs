@@ -16,6 +16,7 @@ use super::StoreError;
 
 const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../../sql/maintain.sql");
+const DROP_EXPIRED: &str = include_str!("../../sql/drop_expired.sql");
 const PRUNE_PARKED: &str = include_str!("../../sql/prune_parked.sql");
 const RETENTION: &str = include_str!("../../sql/retention.sql");
 const SET_RETENTION: &str = include_str!("../../sql/set_retention.sql");
@@ -161,19 +162,24 @@ pub struct MaintainReport {
     pub payloads_cleared: i32,
 }
 
-/// Creates partitions ahead and drops those older than the retention, under
-/// an advisory lock, then prunes parked rows in bounded steps, each its own
-/// transaction (docs/design.md#the-dedup-window); all as the database's
+/// Creates partitions ahead, then drops those older than the retention,
+/// under an advisory lock, then prunes parked rows in bounded steps; each
+/// step its own transaction, so that one that fails takes nothing of the
+/// others back (docs/design.md#the-dedup-window); all as the database's
 /// settings say.
 pub async fn maintain(pool: &PgPool) -> Result<MaintainReport, StoreError> {
-    let row = sqlx::query(MAINTAIN).fetch_one(pool).await?;
+    let created = sqlx::query(MAINTAIN).fetch_one(pool).await?;
     let mut report = MaintainReport {
-        locked: row.try_get("locked")?,
-        created: row.try_get("created")?,
-        dropped: row.try_get("dropped")?,
+        locked: created.try_get("locked")?,
+        created: created.try_get("created")?,
+        dropped: 0,
         parked_deleted: 0,
         payloads_cleared: 0,
     };
+    if report.locked {
+        let dropped = sqlx::query(DROP_EXPIRED).fetch_one(pool).await?;
+        report.dropped = dropped.try_get("dropped")?;
+    }
     // The instance that held the lock prunes; the others leave it to it.
     let steps = if report.locked {
         PRUNE_STEPS_PER_RUN
