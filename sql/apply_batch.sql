@@ -247,7 +247,7 @@ raced AS MATERIALIZED (
     WHERE (SELECT count(*) FROM ledger) < (SELECT count(*) FROM event)
        OR (SELECT count(*) FROM reservation) < (SELECT count(*) FROM new_line)
 ),
--- 6.
+-- 7.
 to_park AS MATERIALIZED (
     SELECT r.ord, ($11::text[])[r.ord::int] AS reason, ($12::text[])[r.ord::int] AS error
     FROM record r
@@ -284,7 +284,7 @@ parked AS (
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
 ),
--- 7.
+-- 8.
 next_position AS (
     INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset, topic_id)
     SELECT $1, n.topic, n.kafka_partition, n.next_offset, n.topic_id
