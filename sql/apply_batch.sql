@@ -91,12 +91,19 @@ unknown_sku AS MATERIALIZED (
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
 --    (idx_inbox_message_lookup): an id is applied once within the window,
 --    whatever day its event time names.
+--    The look-up by id is fenced off (OFFSET 0) from the consumer's
+--    condition: given both, the planner may take the primary key for the
+--    consumer alone (selective by its guess on a partition never analysed),
+--    and a generic plan keeps that choice while the partition fills, which
+--    scans every row of the day for every batch.
 ledger_seen AS MATERIALIZED (
     SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash,
            p.topic, p.kafka_partition, p.kafka_offset
-    FROM processed_inbox p
+    FROM (SELECT *
+          FROM processed_inbox
+          WHERE message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
+          OFFSET 0) AS p
     WHERE p.consumer = $1
-      AND p.message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
     ORDER BY p.message_id, p.event_day
 ),
 -- Each candidate: a duplicate (its id in the ledger with its fingerprint), a
