@@ -81,7 +81,7 @@ impl BatchOutcome {
     pub fn after_lost_answer(mut self) -> Self {
         let own = std::mem::take(&mut self.same_record_duplicates);
         self.processed += own.len() as u64;
-        self.duplicates -= own.len() as u64;
+        self.duplicates = self.duplicates.saturating_sub(own.len() as u64);
         self.fresh_event_times.extend(own);
         self.newly_parked
             .extend(std::mem::take(&mut self.parked_before));
