@@ -21,9 +21,7 @@ async fn a_steady_state_batch_costs_at_most_two_round_trips() {
     db.seed_stock(&SKUS.map(|sku| (sku, 1_000_000_000))).await;
     let proxy = CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
     let mut spec = ConsumerSpec::new(&db, &topic);
-    spec.database_url = db
-        .app_url
-        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    spec.database_url = db.app_url_via(proxy.port);
     let consumer = spec.start();
 
     let traffic = Traffic::orders("ORD", &SKUS, WARM_UP + STEADY, 1_000_000, 0);

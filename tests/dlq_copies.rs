@@ -75,9 +75,7 @@ async fn a_committed_batch_whose_answer_was_lost_is_counted_and_copied() {
         common::proxy::CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
     let mut spec = ConsumerSpec::new(&db, &topic);
     spec.dlq_topic = dlq.clone();
-    spec.database_url = db
-        .app_url
-        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    spec.database_url = db.app_url_via(proxy.port);
     let spec = spec.env("DB_STATEMENT_TIMEOUT_MS", "1000");
     let consumer = spec.start();
     // A first batch: its connection has the batch statement prepared, so

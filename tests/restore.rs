@@ -40,6 +40,29 @@ async fn applied_once_and_positions_at_the_end(db: &TestDb, traffic: &Traffic) {
     );
 }
 
+/// A consumer of the owner role (whose sessions the backup and the restore
+/// may end) applies the records before `first`, a backup is taken, and it
+/// applies those up to `second` too: the spec, the consumer still running,
+/// and the backup.
+async fn applied_across_a_backup(
+    topic: &str,
+    db: &TestDb,
+    traffic: &Traffic,
+    first: usize,
+    second: usize,
+) -> (ConsumerSpec, ConsumerProcess, String) {
+    let mut spec = ConsumerSpec::new(db, topic);
+    spec.database_url = db.url.clone();
+    let producer = producer();
+    let consumer = spec.start();
+    produce(&producer, topic, &traffic.records[..first]).await;
+    committed_through(&spec, first).await;
+    let backup = db.snapshot().await;
+    produce(&producer, topic, &traffic.records[first..second]).await;
+    committed_through(&spec, second).await;
+    (spec, consumer, backup)
+}
+
 /// Waits until the spec's group committed `records` over the partitions.
 async fn committed_through(spec: &ConsumerSpec, records: usize) {
     wait_all_committed(
@@ -109,17 +132,9 @@ async fn a_database_restored_from_a_backup_reapplies_what_it_lost() {
 #[tokio::test]
 async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
     let (topic, db, traffic, first, second) = three_parts("LIVE").await;
-    let mut spec = ConsumerSpec::new(&db, &topic);
-    // The owner role, whose sessions the backup and the restore may end.
-    spec.database_url = db.url.clone();
+    let (spec, consumer, backup) =
+        applied_across_a_backup(&topic, &db, &traffic, first, second).await;
     let producer = producer();
-
-    let consumer = spec.start();
-    produce(&producer, &topic, &traffic.records[..first]).await;
-    committed_through(&spec, first).await;
-    let backup = db.snapshot().await;
-    produce(&producer, &topic, &traffic.records[first..second]).await;
-    committed_through(&spec, second).await;
     assert_eq!(db.ledger_rows().await, 2_500);
 
     db.restore(&backup).await;
@@ -153,16 +168,9 @@ async fn a_database_restored_under_a_running_consumer_reapplies_what_it_lost() {
 #[tokio::test]
 async fn a_database_restored_under_a_freshly_started_consumer_reapplies_what_it_lost() {
     let (topic, db, traffic, first, second) = three_parts("FRESH").await;
-    let mut spec = ConsumerSpec::new(&db, &topic);
-    spec.database_url = db.url.clone();
+    let (spec, consumer, backup) =
+        applied_across_a_backup(&topic, &db, &traffic, first, second).await;
     let producer = producer();
-
-    let consumer = spec.start();
-    produce(&producer, &topic, &traffic.records[..first]).await;
-    committed_through(&spec, first).await;
-    let backup = db.snapshot().await;
-    produce(&producer, &topic, &traffic.records[first..second]).await;
-    committed_through(&spec, second).await;
     consumer.stop().await;
 
     let consumer = spec.start();

@@ -18,9 +18,7 @@ async fn a_silent_database_is_noticed_and_shutdown_still_finishes() {
     db.seed_stock(&[("SKU-1", 100)]).await;
     let proxy = CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
     let mut spec = ConsumerSpec::new(&db, &topic);
-    spec.database_url = db
-        .app_url
-        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    spec.database_url = db.app_url_via(proxy.port);
     let spec = spec.env("DB_STATEMENT_TIMEOUT_MS", "2000");
     let mut consumer = spec.start();
     wait_until(Duration::from_secs(30), "ready", || async {
@@ -94,9 +92,7 @@ async fn an_idle_consumer_turns_unready_while_the_database_does_not_answer() {
     let db = TestDb::new().await;
     let proxy = CountingProxy::start("127.0.0.1:5432".parse().expect("address")).await;
     let mut spec = ConsumerSpec::new(&db, &topic);
-    spec.database_url = db
-        .app_url
-        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    spec.database_url = db.app_url_via(proxy.port);
     let consumer = spec.env("DB_STATEMENT_TIMEOUT_MS", "1000").start();
     let readyz = || async { consumer.get("/readyz").await.map(|(status, _)| status) };
     wait_until(Duration::from_secs(30), "ready", || async {

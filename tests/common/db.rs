@@ -178,6 +178,13 @@ impl TestDb {
         }
     }
 
+    /// The application role's URL through a proxy on `port` (in front of
+    /// the local PostgreSQL).
+    pub fn app_url_via(&self, port: u16) -> String {
+        self.app_url
+            .replace("127.0.0.1:5432", &format!("127.0.0.1:{port}"))
+    }
+
     /// Sets the database's ledger retention, as `inventory-inbox migrate`
     /// does for the owner; maintenance keeps that many days from then on.
     pub async fn set_retention_days(&self, days: i32) {
