@@ -115,7 +115,7 @@ impl Pipeline {
     /// those the owned partitions' parked rows still owe (a batch whose
     /// answer was lost, a member killed before its copies went out, a copy
     /// the topic refused).
-    pub(super) async fn send_owed_copies(&self) {
+    async fn send_owed_copies(&self) {
         let Some(dlq) = &self.dlq else {
             return;
         };
@@ -155,7 +155,7 @@ impl Pipeline {
     /// lacks if that record came after a restart. Those behind are read
     /// again from the database's position. The answer also says whether the
     /// database is reachable (`/readyz`).
-    pub(super) async fn check_positions(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
+    async fn check_positions(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
         let owned = self.offsets.owned();
         if owned.is_empty() {
             return;
