@@ -9,30 +9,30 @@
 --      its id there with the same payload fingerprint is a duplicate, with
 --      another an id conflict (parked); otherwise an unknown SKU parks it,
 --      or it is fresh;
---   3. the fresh events' ledger rows: INSERT ... ON CONFLICT DO NOTHING
---      RETURNING message_id;
---   4. lock the stock rows of the fresh events' new order lines, in SKU
+--   3. lock the stock rows of every SKU the fresh events name, in SKU
 --      order, so concurrent batches cannot deadlock on them;
---   5. first-come allocation of those lines in batch order against the
---      locked stock, recorded in order_reservation (one reservation per
---      (order_id, sku): a line reserved before, or earlier in the batch, is a
---      business duplicate and reserves nothing);
---   6. ONE aggregated UPDATE per SKU of the stock actually reserved;
---   7. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
+--   4. then, with its own snapshot, read what the reservations of the
+--      window hold of the fresh events' orders: a line reserved before, or
+--      earlier in the batch, is a business duplicate and reserves nothing;
+--   5. the fresh events' ledger rows: INSERT ... ON CONFLICT DO NOTHING
+--      RETURNING message_id;
+--   6-7. first-come allocation of the new lines in batch order against the
+--      locked stock, recorded in order_reservation;
+--   8. ONE aggregated UPDATE per SKU of the stock actually reserved;
+--   9. the parked rows (invalid records, unknown SKUs, conflicts, db_rejected)
 --      in the same transaction, idempotent on (consumer, topic, partition,
 --      offset);
---   8. the partitions' next offsets in inbox_position (only forward).
--- Every sub-statement sees the snapshot taken when the statement began, and
--- a concurrent batch (another lane, another member during a rebalance) may
--- commit after it: a ledger row or a reservation that conflicts when written
--- is one this statement could not see, and the statement ends (IX003) to run
--- again. The stock rows, which every batch shares (hot SKUs), are locked as
--- late as possible: after the ledger, which concurrent batches of other
--- partitions do not share, so the locks are held only for the allocation,
--- the two writes that depend on it and the commit. Rows are inserted in key
--- order, so that two batches inserting the same keys wait, never deadlock.
--- The position, which two members may share during a rebalance, is written
--- last.
+--   10. the partitions' next offsets in inbox_position (only forward).
+-- Every sub-statement but step 4 sees the snapshot taken when the statement
+-- began, and a concurrent batch (another lane, another member during a
+-- rebalance) may commit after it. An order line is only ever written under
+-- the lock of its SKU, and step 4 reads once those locks are held: a line
+-- a concurrent batch reserved is seen, whatever day's partition it is in.
+-- A ledger row that conflicts when written is one this statement could not
+-- see (the same event, read twice during a rebalance), and the statement
+-- ends (IX003) to run again. Rows are inserted in key order, so that two
+-- batches inserting the same keys wait, never deadlock. The position,
+-- which two members may share during a rebalance, is written last.
 --
 -- Parameters, one array element per record of the batch, in poll order:
 --   $2 topic, $3 partition, $4 offset,
@@ -65,6 +65,15 @@ WITH position_check AS MATERIALIZED (
            ON p.consumer = $1 AND p.topic = n.topic AND p.kafka_partition = n.kafka_partition
     WHERE n.expected IS NOT NULL AND (p.next_offset IS NULL OR p.next_offset < n.expected)
 ),
+-- The codes the ledger keeps for the consumer name and the topics
+-- (inbox_consumer, inbox_topic; made at their first use).
+codes AS MATERIALIZED (
+    SELECT inbox_consumer_code($1) AS consumer
+),
+topic_code AS MATERIALIZED (
+    SELECT t.topic, inbox_topic_code(t.topic) AS code
+    FROM (SELECT DISTINCT topic FROM UNNEST($2::text[]) AS r(topic)) AS t
+),
 record AS MATERIALIZED (
     SELECT *
     FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
@@ -89,21 +98,14 @@ unknown_sku AS MATERIALIZED (
     ORDER BY l.record_ord, l.line_ord
 ),
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
---    (idx_inbox_message_lookup): an id is applied once within the window,
---    whatever day its event time names.
---    The look-up by id is fenced off (OFFSET 0) from the consumer's
---    condition: given both, the planner may take the primary key for the
---    consumer alone (selective by its guess on a partition never analysed),
---    and a generic plan keeps that choice while the partition fills, which
---    scans every row of the day for every batch.
+--    (its primary key leads with the id): an id is applied once within the
+--    window, whatever day its event time names.
 ledger_seen AS MATERIALIZED (
     SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash,
            p.topic, p.kafka_partition, p.kafka_offset
-    FROM (SELECT *
-          FROM processed_inbox
-          WHERE message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
-          OFFSET 0) AS p
-    WHERE p.consumer = $1
+    FROM processed_inbox p
+    WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
+      AND p.consumer = (SELECT consumer FROM codes)
     ORDER BY p.message_id, p.event_day
 ),
 -- Each candidate: a duplicate (its id in the ledger with its fingerprint), a
@@ -120,8 +122,9 @@ verdict AS MATERIALIZED (
            -- by an earlier try of this batch whose answer was lost, or by
            -- an earlier delivery of the record at the same position.
            (s.topic, s.kafka_partition, s.kafka_offset)
-               = (r.topic, r.kafka_partition, r.kafka_offset) AS same_record
+               = (t.code, r.kafka_partition, r.kafka_offset) AS same_record
     FROM record r
+    JOIN topic_code t ON t.topic = r.topic
     LEFT JOIN ledger_seen s ON s.message_id = r.message_id
     LEFT JOIN unknown_sku u ON u.record_ord = r.ord
     WHERE r.kind = 'candidate'
@@ -148,13 +151,39 @@ split AS MATERIALIZED (
     WHERE verdict = 'split'
     HAVING count(*) > 0
 ),
+-- 3. The stock rows of every SKU the fresh events name, locked in SKU
+--    order (concurrent batches wait, never deadlock), with their stock as
+--    the last batch to hold them committed it.
+locked AS MATERIALIZED (
+    SELECT s.sku, s.on_hand - s.reserved AS available
+    FROM inventory_stock s
+    WHERE s.sku IN (SELECT l.sku
+                    FROM line l
+                    JOIN verdict v ON v.ord = l.record_ord AND v.verdict = 'fresh')
+    ORDER BY s.sku
+    FOR UPDATE OF s
+),
+-- 4. What the reservations of the dedup window hold of the fresh events'
+--    orders, read once those locks are held, by a function that reads with
+--    a snapshot of its own (inbox_reservations_of): a batch that reserved
+--    one of these lines and committed while this one waited is seen. Any
+--    line of the same (order_id, sku) is written under the lock of its SKU,
+--    so two batches never both take it for new.
+reserved_before AS MATERIALIZED (
+    SELECT o.order_id, o.sku
+    FROM inbox_reservations_of(
+             ARRAY(SELECT DISTINCT l.order_id
+                   FROM line l
+                   JOIN verdict v ON v.ord = l.record_ord AND v.verdict = 'fresh'),
+             (SELECT count(*) FROM locked)) AS o
+),
 -- The lines of the fresh events: `known` when the order line has a
 -- reservation already, `claimed` when an earlier fresh event of the batch
 -- names it too. Only lines `shared` with another event of the batch (two
 -- events of one order: rare) are compared.
 fresh_line AS MATERIALIZED (
     SELECT l.*,
-           EXISTS (SELECT FROM order_reservation o
+           EXISTS (SELECT FROM reserved_before o
                    WHERE o.order_id = l.order_id AND o.sku = l.sku) AS known,
            l.shared AND EXISTS (SELECT FROM line e
                                 JOIN verdict v ON v.ord = e.record_ord AND v.verdict = 'fresh'
@@ -172,19 +201,21 @@ event AS MATERIALIZED (
     JOIN record r ON r.ord = a.record_ord
     WHERE (SELECT count(*) FROM split) = 0
 ),
--- 3. The ledger rows of the fresh events. A row that conflicts now was
+-- 5. The ledger rows of the fresh events. A row that conflicts now was
 --    committed by a concurrent transaction after this statement's snapshot.
 ledger AS (
-    INSERT INTO processed_inbox (event_day, consumer, message_id, event_type, aggregate_id,
-                                 topic, kafka_partition, kafka_offset, status, payload_hash,
-                                 processed_at)
-    SELECT e.event_day, $1, e.message_id, 'OrderPlaced', e.order_id,
-           e.topic, e.kafka_partition, e.kafka_offset,
-           CASE WHEN e.business_duplicate THEN 'business_duplicate' ELSE 'processed' END,
-           e.payload_hash, clock_timestamp()
+    INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, processed_at,
+                                 event_day, kafka_partition, status, consumer, topic,
+                                 aggregate_id)
+    SELECT e.message_id, e.kafka_offset, e.payload_hash, clock_timestamp(),
+           e.event_day, e.kafka_partition,
+           CASE WHEN e.business_duplicate THEN 'business_duplicate'
+                ELSE 'processed' END::inbox_ledger_status,
+           (SELECT consumer FROM codes), t.code, e.order_id
     FROM event e
+    JOIN topic_code t ON t.topic = e.topic
     ORDER BY e.message_id
-    ON CONFLICT (event_day, consumer, message_id) DO NOTHING
+    ON CONFLICT (message_id, consumer, event_day) DO NOTHING
     RETURNING message_id
 ),
 -- The fresh events' lines not reserved before nor by an earlier fresh event
@@ -195,15 +226,13 @@ new_line AS MATERIALIZED (
     WHERE NOT a.known AND NOT a.claimed
       AND (SELECT count(*) FROM split) = 0
 ),
--- 4. With each SKU's demand: the sum of the batch's new lines.
+-- 6. Each SKU's demand: the sum of the batch's new lines.
 stock AS MATERIALIZED (
-    SELECT s.sku, s.on_hand - s.reserved AS available, d.demand
+    SELECT k.sku, k.available, d.demand
     FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
-    JOIN inventory_stock s ON s.sku = d.sku
-    ORDER BY s.sku
-    FOR UPDATE OF s
+    JOIN locked k ON k.sku = d.sku
 ),
--- 5. Where a SKU's stock covers all of the batch's new lines (the usual
+-- 7. Where a SKU's stock covers all of the batch's new lines (the usual
 --    case) they are all reserved; where it does not, first come, first
 --    served. (A SKU deleted since step 1 has no stock: its lines are
 --    rejected.)
@@ -219,21 +248,18 @@ rationed AS MATERIALIZED (
           GROUP BY s.sku, s.available) AS per_sku
     CROSS JOIN LATERAL UNNEST(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
 ),
--- A line that conflicts now was reserved by a concurrent transaction after
--- this statement's snapshot: its quantity was counted against the stock.
 reservation AS (
-    INSERT INTO order_reservation (order_id, sku, quantity, status, message_id)
-    SELECT n.order_id, n.sku, n.quantity,
+    INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
+    SELECT n.message_id, inbox_today(),
            CASE WHEN r.fits IS FALSE OR n.sku NOT IN (SELECT sku FROM stock) THEN 'rejected'
-                ELSE 'reserved' END,
-           n.message_id
+                ELSE 'reserved' END::inbox_line_status,
+           n.quantity, n.order_id, n.sku
     FROM new_line n
     LEFT JOIN rationed r ON r.line_ord = n.line_ord
     ORDER BY n.order_id, n.sku
-    ON CONFLICT (order_id, sku) DO NOTHING
     RETURNING sku, quantity, status
 ),
--- 6. Only the lines inserted now move stock.
+-- 8. Only the lines reserved now move stock: ONE aggregated UPDATE per SKU.
 stock_update AS (
     UPDATE inventory_stock AS s
     SET reserved = s.reserved + d.quantity,
@@ -245,16 +271,16 @@ stock_update AS (
     WHERE s.sku = d.sku
     RETURNING s.sku
 ),
--- A ledger row or a reservation written by a concurrent transaction since
--- this statement's snapshot: the statement ends (IX003) and runs again with
--- a snapshot that shows them, so that the outcome is the one of the two
--- batches applied one after the other.
+-- A ledger row written by a concurrent transaction since this statement's
+-- snapshot (the same event, read by two members during a rebalance): the
+-- statement ends (IX003) and runs again with a snapshot that shows it, so
+-- that the outcome is the one of the two batches applied one after the
+-- other.
 raced AS MATERIALIZED (
     SELECT inbox_refuse('IX003', 'a concurrent batch wrote what this batch read', NULL)
     WHERE (SELECT count(*) FROM ledger) < (SELECT count(*) FROM event)
-       OR (SELECT count(*) FROM reservation) < (SELECT count(*) FROM new_line)
 ),
--- 7.
+-- 9.
 to_park AS MATERIALIZED (
     SELECT r.ord, ($11::text[])[r.ord::int] AS reason, ($12::text[])[r.ord::int] AS error
     FROM record r
@@ -291,7 +317,7 @@ parked AS (
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
 ),
--- 8.
+-- 10.
 next_position AS (
     INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset, topic_id)
     SELECT $1, n.topic, n.kafka_partition, n.next_offset, n.topic_id

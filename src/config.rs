@@ -198,6 +198,18 @@ pub struct DatabaseArgs {
           value_parser = clap::value_parser!(i32).range(0..=3650))]
     pub inbox_parked_payload_days: i32,
 
+    /// Days of reservations (`order_reservation`, one partition a day) kept
+    /// behind today; at least INBOX_RETENTION_DAYS.
+    #[arg(long, env = "INBOX_RESERVATION_RETENTION_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(i32).range(1..=3650))]
+    pub inbox_reservation_retention_days: i32,
+
+    /// What becomes of a day of reservations past its retention: `drop`, or
+    /// `detach` (left as a table of its own, for an archive to take).
+    #[arg(long, env = "INBOX_RESERVATION_EXPIRY", default_value = "drop",
+          value_parser = ["drop", "detach"])]
+    pub inbox_reservation_expiry: String,
+
     /// Longest a statement may run on the server, in ms (0: no limit). A
     /// batch that hits it is rolled back and retried (`query_canceled`).
     #[arg(long, env = "DB_STATEMENT_TIMEOUT_MS", default_value_t = 30_000,
@@ -239,6 +251,8 @@ impl DatabaseArgs {
             ledger_days: self.inbox_retention_days,
             parked_days: self.inbox_parked_retention_days,
             parked_payload_days: self.inbox_parked_payload_days,
+            reservation_days: self.inbox_reservation_retention_days,
+            detach_reservations: self.inbox_reservation_expiry == "detach",
         }
     }
 
@@ -254,6 +268,12 @@ impl DatabaseArgs {
                     "{name}={ms} is too short for any statement: 0 for none, else at least {MIN_TIMEOUT_MS}"
                 )));
             }
+        }
+        if self.inbox_reservation_retention_days < self.inbox_retention_days {
+            return Err(ConfigError(format!(
+                "INBOX_RESERVATION_RETENTION_DAYS={} is shorter than INBOX_RETENTION_DAYS={}: the reservations must cover the dedup window",
+                self.inbox_reservation_retention_days, self.inbox_retention_days
+            )));
         }
         let url = self.database_url.trim();
         let scheme_ok = url.starts_with("postgres://") || url.starts_with("postgresql://");

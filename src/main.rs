@@ -63,7 +63,7 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             let pool = store::connect(args.connection(), 1).await?;
             let report = store::migrate(&pool, args.retention()).await?;
             println!(
-                "migrated; ledger partitions created: {}, dropped: {}",
+                "migrated; partitions created: {}, dropped: {}",
                 report.created, report.dropped
             );
         }
@@ -74,7 +74,7 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             let report = store::maintain(&pool).await?;
             if report.locked {
                 println!(
-                    "maintained; ledger partitions created: {}, dropped: {}; parked rows deleted: {}, payloads cleared: {}",
+                    "maintained; partitions created: {}, dropped: {}; parked rows deleted: {}, payloads cleared: {}",
                     report.created, report.dropped, report.parked_deleted, report.payloads_cleared
                 );
             } else {

@@ -332,10 +332,14 @@ pub async fn warn_if_retention_differs(
             database_retention_days = database.ledger_days,
             database_parked_retention_days = database.parked_days,
             database_parked_payload_days = database.parked_payload_days,
+            database_reservation_retention_days = database.reservation_days,
+            database_detaches_reservations = database.detach_reservations,
             configured_retention_days = configured.ledger_days,
             configured_parked_retention_days = configured.parked_days,
             configured_parked_payload_days = configured.parked_payload_days,
-            "INBOX_RETENTION_DAYS, INBOX_PARKED_RETENTION_DAYS or INBOX_PARKED_PAYLOAD_DAYS differ from the database's retention, which applies: run `inventory-inbox migrate` with the new values to change it"
+            configured_reservation_retention_days = configured.reservation_days,
+            configured_detaches_reservations = configured.detach_reservations,
+            "INBOX_RETENTION_DAYS, INBOX_PARKED_RETENTION_DAYS, INBOX_PARKED_PAYLOAD_DAYS, INBOX_RESERVATION_RETENTION_DAYS or INBOX_RESERVATION_EXPIRY differ from the database's retention, which applies: run `inventory-inbox migrate` with the new values to change it"
         );
     }
     Ok(database)

@@ -24,6 +24,12 @@ async fn the_application_role_cannot_change_schema_or_delete_history() {
         "CREATE TABLE processed_inbox_p20991231 PARTITION OF processed_inbox FOR VALUES FROM ('2099-12-31') TO ('2100-01-01')",
         "SELECT inbox_create_partitions(current_date, current_date + 30)",
         "UPDATE inbox_settings SET retention_days = 1",
+        "UPDATE inbox_settings SET reservation_retention_days = 1",
+        "DELETE FROM order_reservation",
+        "UPDATE order_reservation SET status = 'rejected'",
+        "ALTER TABLE order_reservation DETACH PARTITION order_reservation_p20991231",
+        "DELETE FROM inbox_consumer",
+        "UPDATE inbox_topic SET name = 'x'",
         "SELECT inbox_maintain(-3, 0, 0, 0)",
     ] {
         let error = sqlx::query(statement)

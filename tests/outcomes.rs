@@ -100,7 +100,7 @@ async fn every_outcome_leaves_exactly_its_effect() {
     assert_eq!(reservations, expected);
 
     let ledger: Vec<(String, String)> =
-        sqlx::query("SELECT aggregate_id, status FROM processed_inbox ORDER BY kafka_offset")
+        sqlx::query("SELECT aggregate_id, status FROM inbox_ledger ORDER BY kafka_offset")
             .fetch_all(&db.pool)
             .await
             .unwrap()

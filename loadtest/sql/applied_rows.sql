@@ -4,5 +4,5 @@
 -- $1: consumer, $2 and $3: the first and last event day, $4: message ids.
 SELECT message_id, processed_at
 FROM processed_inbox
-WHERE consumer = $1 AND event_day BETWEEN $2 AND $3
+WHERE consumer = (SELECT code FROM inbox_consumer WHERE name = $1) AND event_day BETWEEN $2 AND $3
   AND message_id = ANY($4)

@@ -3,4 +3,4 @@
 -- $1: consumer, $2 and $3: the first and last event day.
 SELECT count(*) AS ledger_rows
 FROM processed_inbox
-WHERE consumer = $1 AND event_day BETWEEN $2 AND $3
+WHERE consumer = (SELECT code FROM inbox_consumer WHERE name = $1) AND event_day BETWEEN $2 AND $3

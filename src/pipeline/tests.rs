@@ -58,6 +58,8 @@ async fn inbox(connect: &PgConnectOptions) -> Arc<Inbox> {
         ledger_days: 14,
         parked_days: 30,
         parked_payload_days: 0,
+        reservation_days: 30,
+        detach_reservations: false,
     };
     store::migrate(&pool, retention).await.expect("migrate");
     sqlx::query("INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ('SKU-A', 1000, 0)")

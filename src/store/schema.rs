@@ -79,6 +79,10 @@ pub struct Retention {
     pub parked_days: i32,
     /// Days after which a parked row's payload is cleared; 0 keeps it.
     pub parked_payload_days: i32,
+    /// Days of reservation partitions behind today (at least `ledger_days`).
+    pub reservation_days: i32,
+    /// An expired day of reservations is detached, not dropped.
+    pub detach_reservations: bool,
 }
 
 /// Applies the embedded migrations, writes the retention into the database
@@ -91,6 +95,12 @@ pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainRepo
         .bind(PREMAKE_DAYS)
         .bind(retention.parked_days)
         .bind(retention.parked_payload_days)
+        .bind(retention.reservation_days)
+        .bind(if retention.detach_reservations {
+            "detach"
+        } else {
+            "drop"
+        })
         .fetch_one(pool)
         .await?;
     let before = retention_of(&before)?;
@@ -111,6 +121,8 @@ fn retention_of(row: &sqlx::postgres::PgRow) -> Result<Retention, StoreError> {
         ledger_days: row.try_get("retention_days")?,
         parked_days: row.try_get("parked_retention_days")?,
         parked_payload_days: row.try_get("parked_payload_days")?,
+        reservation_days: row.try_get("reservation_retention_days")?,
+        detach_reservations: row.try_get::<String, _>("reservation_expiry")? == "detach",
     })
 }
 

@@ -15,6 +15,8 @@ const RETENTION: Retention = Retention {
     ledger_days: 14,
     parked_days: 30,
     parked_payload_days: 0,
+    reservation_days: 30,
+    detach_reservations: false,
 };
 
 async fn inbox(pool: PgPool, stock: &[(&str, i64)]) -> Inbox {
@@ -276,7 +278,7 @@ async fn an_id_reused_with_another_days_event_time_is_a_conflict(pool: PgPool) {
     assert_eq!(
         scalar(
             &pool,
-            "SELECT count(*) FROM processed_inbox WHERE consumer = 'store-tests'"
+            "SELECT count(*) FROM inbox_ledger WHERE consumer = 'store-tests'"
         )
         .await,
         1,
@@ -352,7 +354,7 @@ async fn a_fresh_event_after_a_parked_conflict_on_its_order_line_is_processed(po
         (1, 0, 1)
     );
     let status: String =
-        sqlx::query_scalar("SELECT status FROM processed_inbox WHERE message_id = $1")
+        sqlx::query_scalar("SELECT status FROM inbox_ledger WHERE message_id = $1")
             .bind(fresh.message_id)
             .fetch_one(&pool)
             .await
@@ -374,7 +376,7 @@ async fn concurrent_lanes_never_count_a_business_duplicate_against_free_stock(po
     );
     assert_eq!(one.business_duplicates + two.business_duplicates, 1);
     let statuses: Vec<(String, String)> = sqlx::query_as(
-        "SELECT aggregate_id, status FROM processed_inbox ORDER BY aggregate_id, status",
+        "SELECT aggregate_id, status FROM inbox_ledger ORDER BY aggregate_id, status",
     )
     .fetch_all(&pool)
     .await
@@ -422,5 +424,190 @@ async fn a_second_consumer_name_records_the_event_but_never_reserves_it_again(po
     assert_eq!(
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
         3
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_line_a_concurrent_batch_reserved_in_another_days_partition_is_not_reserved_twice(
+    pool: PgPool,
+) {
+    let inbox = inbox(pool.clone(), &[("SKU-M", 10)]).await;
+    // A batch of yesterday (its day's partition: no key it shares with
+    // today's) reserves the line and commits only after this one took its
+    // snapshot.
+    let mut yesterday = pool.begin().await.expect("begin");
+    sqlx::query(
+        "INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
+         VALUES (gen_random_uuid(), inbox_today() - 1, 'reserved', 4, 'M-1', 'SKU-M')",
+    )
+    .execute(&mut *yesterday)
+    .await
+    .expect("yesterday's reservation");
+    sqlx::query("UPDATE inventory_stock SET reserved = reserved + 4 WHERE sku = 'SKU-M'")
+        .execute(&mut *yesterday)
+        .await
+        .expect("yesterday's stock");
+    let batch = records(&[order("M-1", "SKU-M", 4)]);
+    let today = inbox.apply(&batch, None);
+    let commit_yesterday = async {
+        while waiting_for_locks(&pool).await < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        yesterday.commit().await.expect("commit yesterday's batch");
+    };
+    let (outcome, ()) = tokio::join!(today, commit_yesterday);
+    let outcome = outcome.expect("applied");
+    assert_eq!(
+        (outcome.business_duplicates, outcome.lines_reserved),
+        (1, 0),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        4
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM order_reservation").await,
+        1
+    );
+}
+
+/// The schema before the storage of docs/design.md#storage: the migrations
+/// up to it, read from the repository.
+async fn schema_before_storage_by_the_day(pool: &PgPool) {
+    let mut before = sqlx::migrate::Migrator::new(std::path::Path::new("./migrations"))
+        .await
+        .expect("read migrations");
+    before.migrations = before
+        .migrations
+        .iter()
+        .filter(|m| m.version <= 20261204000007)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    before.run(pool).await.expect("migrate to the old schema");
+    sqlx::query("SELECT inbox_create_window()")
+        .execute(pool)
+        .await
+        .expect("old window");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_storage_migration_keeps_a_populated_database_exact(pool: PgPool) {
+    schema_before_storage_by_the_day(&pool).await;
+    let old_event = order("OLD-1", "SKU-P", 2);
+    let old_batch = records(std::slice::from_ref(&old_event));
+    // The old schema's rows: today's event of this consumer (its record
+    // as the consumer will see it again), another consumer's on another
+    // day and topic, their reservations, made today and three days ago.
+    sqlx::raw_sql(
+        "INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ('SKU-P', 100, 5);
+         INSERT INTO processed_inbox (event_day, consumer, message_id, event_type, aggregate_id,
+                                      topic, kafka_partition, kafka_offset, status,
+                                      payload_hash, processed_at)
+         VALUES (current_date - 1, 'other', gen_random_uuid(), 'OrderPlaced', 'OLD-0',
+                 'elsewhere', 3, 41, 'business_duplicate', 7, now() - interval '1 day');",
+    )
+    .execute(&pool)
+    .await
+    .expect("old rows");
+    sqlx::query(
+        "INSERT INTO processed_inbox (event_day, consumer, message_id, event_type, aggregate_id,
+                                      topic, kafka_partition, kafka_offset, status,
+                                      payload_hash)
+         VALUES ($1, 'store-tests', $2, 'OrderPlaced', 'OLD-1', 'orders', 0, 0, 'processed', $3)",
+    )
+    .bind(old_event.occurred_at.date_naive())
+    .bind(old_event.message_id)
+    .bind(crate::event::payload_hash(
+        old_batch[0].payload.as_deref().unwrap(),
+    ))
+    .execute(&pool)
+    .await
+    .expect("the old event's ledger row");
+    sqlx::query(
+        "INSERT INTO order_reservation (order_id, sku, quantity, status, message_id, created_at)
+         VALUES ('OLD-1', 'SKU-P', 2, 'reserved', $1, now()),
+                ('OLD-0', 'SKU-P', 3, 'reserved', gen_random_uuid(), now() - interval '3 days')",
+    )
+    .bind(old_event.message_id)
+    .execute(&pool)
+    .await
+    .expect("old reservations");
+    let days_before: Vec<chrono::NaiveDate> =
+        sqlx::query_scalar("SELECT d FROM inbox_window_days() AS d")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+
+    let inbox = inbox(pool.clone(), &[]).await;
+
+    let ledger: Vec<(String, String, String, i32, i64, String)> = sqlx::query_as(
+        "SELECT consumer, topic, aggregate_id, kafka_partition, kafka_offset, status
+         FROM inbox_ledger ORDER BY aggregate_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        ledger,
+        [
+            (
+                "other".into(),
+                "elsewhere".into(),
+                "OLD-0".into(),
+                3,
+                41,
+                "business_duplicate".into()
+            ),
+            (
+                "store-tests".into(),
+                "orders".into(),
+                "OLD-1".into(),
+                0,
+                0,
+                "processed".into()
+            ),
+        ]
+    );
+    let reservations: Vec<(String, i32, bool)> = sqlx::query_as(
+        "SELECT order_id, quantity::integer, reserved_day = (created_at AT TIME ZONE 'UTC')::date
+         FROM order_reservation ORDER BY order_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        reservations,
+        [("OLD-0".into(), 3, true), ("OLD-1".into(), 2, true)]
+    );
+    let days_after: Vec<chrono::NaiveDate> =
+        sqlx::query_scalar("SELECT d FROM inbox_window_days() AS d")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(days_after, days_before, "the window is the same");
+
+    // The old rows still decide: the event again is a duplicate, another
+    // event of its order a business duplicate, a new order is applied.
+    let again = inbox.apply(&old_batch, None).await.expect("redelivery");
+    assert_eq!((again.duplicates, again.processed), (1, 0), "{again:?}");
+    let mut later = records(&[order("OLD-1", "SKU-P", 2), order("NEW-1", "SKU-P", 1)]);
+    for (offset, record) in (1..).zip(&mut later) {
+        record.offset = offset;
+    }
+    let outcome = inbox.apply(&later, None).await.expect("new events");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.business_duplicates,
+            outcome.lines_reserved
+        ),
+        (2, 1, 1),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        6
     );
 }

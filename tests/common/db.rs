@@ -188,7 +188,7 @@ impl TestDb {
     /// Sets the database's ledger retention, as `inventory-inbox migrate`
     /// does for the owner; maintenance keeps that many days from then on.
     pub async fn set_retention_days(&self, days: i32) {
-        sqlx::query("UPDATE inbox_settings SET retention_days = $1")
+        sqlx::query("UPDATE inbox_settings SET retention_days = $1, reservation_retention_days = greatest(reservation_retention_days, $1)")
             .bind(days)
             .execute(&self.pool)
             .await
@@ -251,7 +251,7 @@ impl TestDb {
 
     /// (order_id, sku) -> (quantity, status)
     pub async fn reservations(&self) -> BTreeMap<(String, String), (i32, String)> {
-        sqlx::query("SELECT order_id, sku, quantity, status FROM order_reservation")
+        sqlx::query("SELECT order_id, sku, quantity::integer AS quantity, status::text AS status FROM order_reservation")
             .fetch_all(&self.pool)
             .await
             .expect("read reservations")
