@@ -68,10 +68,16 @@ WITH position_check AS MATERIALIZED (
 -- The codes the ledger keeps for the consumer name and the topics
 -- (inbox_consumer, inbox_topic; made at their first use).
 codes AS MATERIALIZED (
-    SELECT inbox_consumer_code($1) AS consumer
+    SELECT coalesce((SELECT code FROM inbox_consumer WHERE name = $1),
+                    inbox_consumer_code($1)) AS consumer,
+           inbox_today() AS today,
+           inbox_write_day('order_reservation') AS reservation_day,
+           inbox_write_day('inbox_parked') AS parked_day
 ),
 topic_code AS MATERIALIZED (
-    SELECT t.topic, inbox_topic_code(t.topic) AS code
+    SELECT t.topic,
+           coalesce((SELECT code FROM inbox_topic WHERE name = t.topic),
+                    inbox_topic_code(t.topic)) AS code
     FROM (SELECT DISTINCT topic FROM UNNEST($2::text[]) AS r(topic)) AS t
 ),
 record AS MATERIALIZED (
@@ -152,10 +158,10 @@ split AS MATERIALIZED (
     HAVING count(*) > 0
 ),
 -- 3. The stock rows of every SKU the fresh events name, locked in SKU
---    order (concurrent batches wait, never deadlock), with their stock as
---    the last batch to hold them committed it.
+--    order (concurrent batches wait, never deadlock), with the version
+--    of each row the lock returned.
 locked AS MATERIALIZED (
-    SELECT s.sku, s.on_hand - s.reserved AS available
+    SELECT s.sku, s.xmin AS version
     FROM inventory_stock s
     WHERE s.sku IN (SELECT l.sku
                     FROM line l
@@ -163,19 +169,38 @@ locked AS MATERIALIZED (
     ORDER BY s.sku
     FOR UPDATE OF s
 ),
+-- Whether a batch wrote one of those stock rows since this statement's
+-- snapshot (every batch that writes an order line writes its SKU's row):
+-- the lock returned a newer version than the snapshot holds.
+moved AS MATERIALIZED (
+    SELECT EXISTS (SELECT FROM locked k
+                   JOIN inventory_stock seen ON seen.sku = k.sku
+                   WHERE seen.xmin <> k.version) AS since_snapshot
+),
+fresh_order AS MATERIALIZED (
+    SELECT DISTINCT l.order_id
+    FROM line l
+    JOIN verdict v ON v.ord = l.record_ord AND v.verdict = 'fresh'
+),
 -- 4. What the reservations of the dedup window hold of the fresh events'
---    orders, read once those locks are held, by a function that reads with
---    a snapshot of its own (inbox_reservations_of): a batch that reserved
---    one of these lines and committed while this one waited is seen. Any
---    line of the same (order_id, sku) is written under the lock of its SKU,
---    so two batches never both take it for new.
+--    orders, as of the moment the locks are held. Any line of an (order_id,
+--    sku) is written under the lock of its SKU: when no batch wrote those
+--    rows since the snapshot, the snapshot holds every line there is;
+--    otherwise a function reads them with a snapshot of its own, taken now
+--    (inbox_reservations_of), and a line a batch committed while this one
+--    waited is seen. Two batches never both take a line for new.
 reserved_before AS MATERIALIZED (
+    SELECT DISTINCT o.order_id, o.sku
+    FROM order_reservation o
+    WHERE o.order_id = ANY (ARRAY(SELECT order_id FROM fresh_order))
+      AND o.reserved_day >= (SELECT today FROM codes)
+                            - (SELECT retention_days FROM inbox_settings)
+      AND NOT (SELECT since_snapshot FROM moved)
+    UNION ALL
     SELECT o.order_id, o.sku
-    FROM inbox_reservations_of(
-             ARRAY(SELECT DISTINCT l.order_id
-                   FROM line l
-                   JOIN verdict v ON v.ord = l.record_ord AND v.verdict = 'fresh'),
-             (SELECT count(*) FROM locked)) AS o
+    FROM inbox_reservations_of(ARRAY(SELECT order_id FROM fresh_order),
+                               (SELECT count(*) FROM locked)) AS o
+    WHERE (SELECT since_snapshot FROM moved)
 ),
 -- The lines of the fresh events: `known` when the order line has a
 -- reservation already, `claimed` when an earlier fresh event of the batch
@@ -226,11 +251,13 @@ new_line AS MATERIALIZED (
     WHERE NOT a.known AND NOT a.claimed
       AND (SELECT count(*) FROM split) = 0
 ),
--- 6. Each SKU's demand: the sum of the batch's new lines.
+-- 6. Each SKU's demand: the sum of the batch's new lines, against its stock
+--    as the lock shows it (held already: no wait).
 stock AS MATERIALIZED (
-    SELECT k.sku, k.available, d.demand
+    SELECT s.sku, s.on_hand - s.reserved AS available, d.demand
     FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
-    JOIN locked k ON k.sku = d.sku
+    JOIN inventory_stock s ON s.sku = d.sku
+    FOR UPDATE OF s
 ),
 -- 7. Where a SKU's stock covers all of the batch's new lines (the usual
 --    case) they are all reserved; where it does not, first come, first
@@ -250,7 +277,7 @@ rationed AS MATERIALIZED (
 ),
 reservation AS (
     INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
-    SELECT n.message_id, inbox_today(),
+    SELECT n.message_id, (SELECT reservation_day FROM codes),
            CASE WHEN r.fits IS FALSE OR n.sku NOT IN (SELECT sku FROM stock) THEN 'rejected'
                 ELSE 'reserved' END::inbox_line_status,
            n.quantity, n.order_id, n.sku
@@ -259,14 +286,14 @@ reservation AS (
     ORDER BY n.order_id, n.sku
     RETURNING sku, quantity, status
 ),
--- 8. Only the lines reserved now move stock: ONE aggregated UPDATE per SKU.
+-- 8. Only the lines reserved now move stock: ONE aggregated UPDATE per SKU
+--    of a line written now, rejected lines' too (see `moved`).
 stock_update AS (
     UPDATE inventory_stock AS s
     SET reserved = s.reserved + d.quantity,
         updated_at = now()
-    FROM (SELECT sku, sum(quantity) AS quantity
+    FROM (SELECT sku, coalesce(sum(quantity) FILTER (WHERE status = 'reserved'), 0)
           FROM reservation
-          WHERE status = 'reserved'
           GROUP BY sku) AS d(sku, quantity)
     WHERE s.sku = d.sku
     RETURNING s.sku
@@ -302,10 +329,11 @@ to_park AS MATERIALIZED (
     WHERE v.verdict = 'conflict'
 ),
 parked AS (
-    INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, message_id,
-                              reason, error, payload, headers, trace_id, record_key,
-                              dlq_sent_at)
-    SELECT $1, r.topic, r.kafka_partition, r.kafka_offset, r.message_id,
+    INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                              message_id, reason, error, payload, headers, trace_id,
+                              record_key, dlq_sent_at)
+    SELECT (SELECT parked_day FROM codes), $1, r.topic, r.kafka_partition, r.kafka_offset,
+           r.message_id,
            p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb,
            $23::text, ($26::bytea[])[p.ord::int],
            -- No DLQ: no copy is owed.
@@ -313,8 +341,13 @@ parked AS (
     FROM to_park p
     JOIN record r ON r.ord = p.ord
     WHERE (SELECT count(*) FROM split) = 0
+      -- Parked on an earlier day (a redelivery after midnight).
+      AND NOT EXISTS (SELECT FROM inbox_parked x
+                      WHERE x.consumer = $1 AND x.topic = r.topic
+                        AND x.kafka_partition = r.kafka_partition
+                        AND x.kafka_offset = r.kafka_offset)
     ORDER BY r.topic, r.kafka_partition, r.kafka_offset
-    ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING
+    ON CONFLICT (consumer, topic, kafka_partition, kafka_offset, parked_day) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
 ),
 -- 10.
@@ -362,7 +395,7 @@ FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
              array_agg(t.reason ORDER BY t.ord) AS reasons,
              array_agg(t.error ORDER BY t.ord) AS errors,
              array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly,
-             array_agg(coalesce(n.id, (SELECT x.id FROM inbox_parked x
+             array_agg(coalesce(n.id, (SELECT min(x.id) FROM inbox_parked x
                                        WHERE x.consumer = $1 AND x.topic = r.topic
                                          AND x.kafka_partition = r.kafka_partition
                                          AND x.kafka_offset = r.kafka_offset))

@@ -201,12 +201,24 @@ async fn after_a_day_is_dropped_its_duplicates_are_parked_not_applied() {
 async fn maintenance_prunes_old_parked_rows_and_clears_older_payloads() {
     let db = TestDb::new().await;
     for (offset, age_days) in [(0_i64, 40), (1, 10), (2, 1)] {
+        // Parked that many days ago: in that day's partition.
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE IF NOT EXISTS inbox_parked_p{day} PARTITION OF inbox_parked
+             FOR VALUES FROM ('{day}') TO ('{next}')",
+            day = (chrono::Utc::now() - chrono::Duration::days(age_days)).format("%Y%m%d"),
+            next = (chrono::Utc::now() - chrono::Duration::days(age_days - 1)).format("%Y%m%d"),
+        ))
+        .execute(&db.pool)
+        .await
+        .unwrap();
         sqlx::query(
-            "INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, reason, error, payload, parked_at)
-             VALUES ('c', 't', 0, $1, 'malformed_json', 'e', 'raw', now() - make_interval(days => $2))",
+            "INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                                       reason, error, payload, parked_at)
+             VALUES (inbox_today() - $2, 'c', 't', 0, $1, 'malformed_json', 'e', 'raw',
+                     now() - make_interval(days => $2))",
         )
         .bind(offset)
-        .bind(age_days)
+        .bind(age_days as i32)
         .execute(&db.pool)
         .await
         .unwrap();

@@ -534,6 +534,15 @@ async fn the_storage_migration_keeps_a_populated_database_exact(pool: PgPool) {
     .execute(&pool)
     .await
     .expect("old reservations");
+    sqlx::query(
+        "INSERT INTO inbox_parked (consumer, topic, kafka_partition, kafka_offset, reason, error,
+                                   payload, parked_at)
+         VALUES ('store-tests', 'orders', 0, 7, 'malformed_json', 'e', 'raw',
+                 now() - interval '2 days')",
+    )
+    .execute(&pool)
+    .await
+    .expect("an old parked row");
     let days_before: Vec<chrono::NaiveDate> =
         sqlx::query_scalar("SELECT d FROM inbox_window_days() AS d")
             .fetch_all(&pool)
@@ -587,6 +596,14 @@ async fn the_storage_migration_keeps_a_populated_database_exact(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(days_after, days_before, "the window is the same");
+    let parked: Vec<(i64, bool, String)> = sqlx::query_as(
+        "SELECT kafka_offset, parked_day = (parked_at AT TIME ZONE 'UTC')::date, reason
+         FROM inbox_parked",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(parked, [(7, true, "malformed_json".into())]);
 
     // The old rows still decide: the event again is a duplicate, another
     // event of its order a business duplicate, a new order is applied.
@@ -609,5 +626,78 @@ async fn the_storage_migration_keeps_a_populated_database_exact(pool: PgPool) {
     assert_eq!(
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
         6
+    );
+}
+
+/// A record that is not valid JSON, at the given offset of partition 0.
+fn malformed(offset: i64) -> InboundRecord {
+    InboundRecord {
+        topic: "orders".into(),
+        partition: 0,
+        offset,
+        timestamp: None,
+        key: None,
+        payload: Some(b"{not json".to_vec()),
+        headers: vec![],
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[]).await;
+    let first = inbox.apply(&[malformed(5)], None).await.expect("parked");
+    assert_eq!(first.newly_parked.len(), 1);
+    // The row as if it had been parked yesterday: in yesterday's partition.
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE inbox_parked_p{} PARTITION OF inbox_parked
+         FOR VALUES FROM (inbox_today() - 1) TO (inbox_today());
+         UPDATE inbox_parked SET parked_day = parked_day - 1;",
+        (Utc::now() - chrono::Duration::days(1)).format("%Y%m%d")
+    ))
+    .execute(&pool)
+    .await
+    .expect("yesterday's parked row");
+    let again = inbox
+        .apply(&[malformed(5)], None)
+        .await
+        .expect("redelivered");
+    assert_eq!(
+        (again.newly_parked.len(), again.parked_before.len()),
+        (0, 1),
+        "{again:?}"
+    );
+    assert_eq!(scalar(&pool, "SELECT count(*) FROM inbox_parked").await, 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_missing_day_of_reservations_or_parked_rows_never_fails_a_batch(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-D", 10)]).await;
+    // Maintenance failed for days: today's partitions are gone.
+    let today = Utc::now().format("%Y%m%d");
+    sqlx::raw_sql(&format!(
+        "DROP TABLE order_reservation_p{today}; DROP TABLE inbox_parked_p{today};"
+    ))
+    .execute(&pool)
+    .await
+    .expect("drop today's partitions");
+    let mut batch = records(&[order("D-1", "SKU-D", 2)]);
+    batch.push(malformed(1));
+    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.lines_reserved,
+            outcome.newly_parked.len()
+        ),
+        (1, 1, 1),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM order_reservation WHERE reserved_day <> inbox_today()"
+        )
+        .await,
+        1
     );
 }
