@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-scale soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-scale | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -55,6 +55,21 @@ demo: build services-up
 # The numbers of docs/design.md#numbers in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
+
+# The steady and max runs of `make bench` and the database-only ceiling on
+# an empty database and on one holding SCALE_EVENTS (30 M) events of
+# history, side by side; figures to .local/bench/scale.json
+# (docs/design.md#storage). The history is written once and kept.
+bench-scale: build services-up
+	scripts/bench-scale.sh
+
+# SOAK_MINUTES (60) at 1,400 events/s, 5 % duplicates, 1 % poison, with
+# days rolling over every SOAK_DAY_SECONDS (300) so that partitions are made
+# and dropped under load; every day reconciled, table sizes per minute to
+# .local/soak/soak.json (docs/design.md#storage).
+SOAK_MINUTES ?= 60
+soak: build services-up
+	SOAK_MINUTES=$(SOAK_MINUTES) scripts/soak.sh
 
 # The numbers of docs/design.md#numbers: the same scenarios with toxiproxy between the
 # consumer and PostgreSQL at round trips of 0, 2, 10 and 50 ms, beside a

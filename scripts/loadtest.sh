@@ -53,13 +53,20 @@ metrics_port=${LOADTEST_METRICS_PORT:-9464}
 mkdir -p "$(dirname "$report")"
 log="${report%.json}.consumer.log"
 
-# A fresh database and topic per run, so runs never see each other's data.
-psql -q "$PG/inventory" -c "CREATE DATABASE $run_id"
-DATABASE_URL="$PG/$run_id" "$BIN/inventory-inbox" migrate >/dev/null
+# A fresh database and topic per run, so runs never see each other's data;
+# LOADTEST_DATABASE=NAME runs on an existing database instead (one holding
+# history, `make bench-scale`), with a fresh topic all the same.
+if [[ -n ${LOADTEST_DATABASE:-} ]]; then
+    database=$LOADTEST_DATABASE
+else
+    database=$run_id
+    psql -q "$PG/inventory" -c "CREATE DATABASE $database"
+fi
+DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
 scripts/services.sh topic "$run_id" 12 >/dev/null
 
 CONSUMER_PG=postgres://inventory:inventory@${LOADTEST_CONSUMER_DB:-127.0.0.1:5432}
-DATABASE_URL="$CONSUMER_PG/$run_id" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
+DATABASE_URL="$CONSUMER_PG/$database" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
     METRICS_ADDR="127.0.0.1:$metrics_port" DLQ_TOPIC= RUST_LOG=${RUST_LOG:-info} \
     "$BIN/inventory-inbox" run --strategy "$strategy" >"$log" 2>&1 &
 consumer=$!
@@ -85,7 +92,7 @@ elif [[ $pause_for != 0 ]]; then
     pause=(--pause-consumer "$consumer" --pause-at "$pause_at" --pause-for "$pause_for")
 fi
 status=0
-DATABASE_URL="$PG/$run_id" "$BIN/inbox-loadgen" run \
+DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" run \
     --topic "$run_id" --scenario "$scenario" --rate "$rate" --duration "$duration" \
     --metrics-url "http://127.0.0.1:$metrics_port/metrics" --report "$report" \
     "${pause[@]}" "${extra[@]}" || status=$?

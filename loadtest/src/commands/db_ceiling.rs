@@ -53,6 +53,7 @@ pub async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
         skus: args.skus,
         hot_skus: args.hot_skus,
         hot_share: args.hot_share,
+        event_day_offset: 0,
     };
     mix.validate().map_err(|e| anyhow!(e))?;
     let result = measure(

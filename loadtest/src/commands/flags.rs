@@ -44,8 +44,10 @@ pub struct Target {
 impl Target {
     /// The consumer's database, for a run of `run_seconds`: its events fall
     /// on the days from today (UTC) until a day after the run's end.
-    pub async fn database(&self, run_seconds: f64) -> Result<Database> {
-        let now = Utc::now();
+    /// The database, its ledger scans bounded to the event days a run of
+    /// `run_seconds` with events `day_offset` days ahead can write.
+    pub async fn database(&self, run_seconds: f64, day_offset: i64) -> Result<Database> {
+        let now = Utc::now() + chrono::Duration::days(day_offset);
         let last_day = now + chrono::Duration::seconds(run_seconds as i64 + 86_400);
         Database::connect(
             &self.database_url,
@@ -79,6 +81,11 @@ pub struct Mix {
     /// Share of order lines on the hot SKUs.
     #[arg(long, default_value_t = 0.5)]
     pub hot_share: f64,
+
+    /// Days added to every event time, as a soak's simulated days need
+    /// (`make soak`); the end-to-end latency is still measured from the send.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub event_day_offset: i64,
 }
 
 impl Mix {
@@ -89,6 +96,7 @@ impl Mix {
             skus: self.skus,
             hot_skus: self.hot_skus,
             hot_share: self.hot_share,
+            event_day_offset: self.event_day_offset,
         }
     }
 }

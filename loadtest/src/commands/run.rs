@@ -200,7 +200,10 @@ pub async fn run(args: RunArgs) -> Result<bool> {
     let skus = mix.sku_names();
     let database = args
         .target
-        .database(args.duration + args.drain_timeout)
+        .database(
+            args.duration + args.drain_timeout,
+            args.mix.event_day_offset,
+        )
         .await?;
     database.seed(&skus).await?;
     let before = database.snapshot(&skus).await?;

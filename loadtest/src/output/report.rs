@@ -159,7 +159,7 @@ impl Findings<'_> {
             },
             "definitions": {
                 "throughput_eps": self.throughput_definition,
-                "e2e_latency_ms": "processed_at of the ledger row - occurred_at (the send instant), \
+                "e2e_latency_ms": "processed_at of the ledger row - the send instant (occurred_at less any --event-day-offset), \
                                    events sent after the warm-up and before the spike or after its window",
                 "catch_up_seconds": "from SIGCONT (or the end of the burst) until every event sent \
                                      before it has a ledger row",

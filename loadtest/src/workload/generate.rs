@@ -50,6 +50,9 @@ pub struct MixConfig {
     pub hot_skus: usize,
     /// Probability that a line goes to a hot SKU.
     pub hot_share: f64,
+    /// Days added to every event time (the simulated days of a soak); the
+    /// end-to-end latency is still measured from the send.
+    pub event_day_offset: i64,
 }
 
 impl MixConfig {
@@ -103,7 +106,12 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Planned {
     /// A new valid event: one ledger row and its reservations.
-    Fresh { record: Record, event: OrderPlaced },
+    Fresh {
+        record: Record,
+        event: OrderPlaced,
+        /// When it was sent: the start of its end-to-end latency.
+        sent_at: DateTime<Utc>,
+    },
     /// An earlier valid record sent again, byte for byte: no effect.
     Duplicate { record: Record, message_id: Uuid },
     /// A record the consumer must park for `reason`.
@@ -179,7 +187,11 @@ impl Generator {
             self.recent.pop_front();
         }
         self.recent.push_back((record.clone(), event.message_id));
-        Planned::Fresh { record, event }
+        Planned::Fresh {
+            record,
+            event,
+            sent_at: to_millis(now),
+        }
     }
 
     /// A valid order of 1-5 distinct SKUs, about `hot_share` of its lines on
@@ -210,7 +222,7 @@ impl Generator {
         OrderPlaced {
             message_id: uuid::Builder::from_random_bytes(self.rng.gen()).into_uuid(),
             order_id: format!("LG-{}-{}", self.run_tag, self.sequence),
-            occurred_at: to_millis(now),
+            occurred_at: to_millis(now + Duration::days(self.config.event_day_offset)),
             lines: chosen
                 .into_iter()
                 .map(|index| OrderLine {
@@ -315,7 +327,8 @@ pub fn to_millis(time: DateTime<Utc>) -> DateTime<Utc> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SentEvent {
     pub message_id: Uuid,
-    /// Its `occurred_at`, the start of its end-to-end latency.
+    /// When it was sent (its `occurred_at`, less any event-day offset): the
+    /// start of its end-to-end latency.
     pub sent_at: DateTime<Utc>,
 }
 
@@ -334,10 +347,10 @@ pub struct Manifest {
 impl Manifest {
     pub fn record(&mut self, planned: &Planned) {
         match planned {
-            Planned::Fresh { event, .. } => {
+            Planned::Fresh { event, sent_at, .. } => {
                 self.fresh.push(SentEvent {
                     message_id: event.message_id,
-                    sent_at: event.occurred_at,
+                    sent_at: *sent_at,
                 });
                 for line in &event.lines {
                     *self.expected_reserved.entry(line.sku.clone()).or_default() +=
@@ -396,6 +409,7 @@ mod tests {
             skus: 1000,
             hot_skus: 10,
             hot_share: 0.5,
+            event_day_offset: 0,
         }
     }
 
@@ -448,6 +462,21 @@ mod tests {
     }
 
     #[test]
+    fn an_event_day_offset_moves_the_event_time_but_not_the_send_instant() {
+        let mut c = config();
+        c.event_day_offset = 3;
+        let mut manifest = Manifest::default();
+        for planned in draw(c, 200) {
+            manifest.record(&planned);
+            if let Planned::Fresh { event, sent_at, .. } = planned {
+                assert_eq!(sent_at, to_millis(now()));
+                assert_eq!(event.occurred_at, to_millis(now()) + Duration::days(3));
+            }
+        }
+        assert!(manifest.fresh.iter().all(|e| e.sent_at == to_millis(now())));
+    }
+
+    #[test]
     fn zero_ratios_send_only_fresh_events() {
         let mut c = config();
         c.duplicate_ratio = 0.0;
@@ -462,7 +491,7 @@ mod tests {
         let known: HashSet<String> = config().sku_names().into_iter().collect();
         let mut order_ids = HashSet::new();
         for planned in draw(config(), 5_000) {
-            let Planned::Fresh { record, event } = planned else {
+            let Planned::Fresh { record, event, .. } = planned else {
                 continue;
             };
             let decoded = decode(Some(&record.payload), &headers_of(&record)).unwrap();
@@ -508,7 +537,7 @@ mod tests {
         let mut duplicates = 0;
         for planned in draw(config(), 2_000) {
             match planned {
-                Planned::Fresh { record, event } => {
+                Planned::Fresh { record, event, .. } => {
                     earlier.insert(event.message_id, record);
                 }
                 Planned::Duplicate { record, message_id } => {

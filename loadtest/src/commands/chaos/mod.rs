@@ -312,7 +312,7 @@ pub async fn chaos(args: ChaosArgs) -> Result<bool> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let mix = args.mix.config();
     let skus = mix.sku_names();
-    let database = args.target.database(0.0).await?;
+    let database = args.target.database(0.0, 0).await?;
     database.seed(&skus).await?;
     let tag = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut run = Run {

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# make bench-scale: the steady and max-throughput runs of `make bench`, and
+# the database-only ceiling, on an empty database and on one that already
+# holds SCALE_EVENTS events of history (docs/design.md#storage), in the same
+# run. Per size: steady p50/p95/p99, batch p95, max events/s, the ceiling,
+# the bytes per event of each table and of the WAL (measured across the
+# ceiling's SCALE_CEILING events), index sizes and autovacuum runs.
+# Writes .local/bench/scale.json and prints a table.
+#
+#   SCALE_EVENTS   events of history (default 30,000,000), over SCALE_DAYS (3)
+#                  days before today, SCALE_LINES (3) order lines each
+#   SCALE_PREFILL  events of the max-throughput run (default 100,000)
+#   SCALE_CEILING  events of the database-only ceiling (default 100,000)
+#
+# The history is written once, set-based in SQL (loadtest/sql/scale_history.sql,
+# minutes per 10 million events), into the database scale_history_<events>,
+# and kept for the next run: each run adds its own events to it (a few
+# hundred thousand, under 1 % of the history). `scripts/services.sh prune`
+# leaves it; drop it by hand to reclaim the disk (~7 GB per 10 M events).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+scripts/services.sh prune
+out=.local/bench
+mkdir -p "$out"
+events=${SCALE_EVENTS:-30000000}
+days=${SCALE_DAYS:-3}
+lines=${SCALE_LINES:-3}
+prefill=${SCALE_PREFILL:-100000}
+ceiling=${SCALE_CEILING:-100000}
+BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
+PG=postgres://inventory:inventory@127.0.0.1:5432
+consumer=inventory-allocation-service
+history=scale_history_$events
+
+exists() {
+    [[ $(psql -At "$PG/inventory" -c "SELECT count(*) FROM pg_database WHERE datname = '$1'") == 1 ]]
+}
+if exists "$history" && [[ $(psql -At "$PG/$history" -c \
+        "SELECT count(*) FROM pg_class WHERE relname = 'scale_history_done'") != 1 ]]; then
+    echo "bench-scale: $history was left half-written; writing it again" >&2
+    psql -q "$PG/inventory" -c "DROP DATABASE $history WITH (FORCE)"
+fi
+if ! exists "$history"; then
+    echo "bench-scale: writing $events events of history into $history" >&2
+    psql -q "$PG/inventory" -c "CREATE DATABASE $history"
+    DATABASE_URL="$PG/$history" "$BIN/inventory-inbox" migrate >/dev/null
+    started=$(date +%s)
+    psql -q "$PG/$history" -v events="$events" -v days="$days" -v lines="$lines" \
+        -v consumer="$consumer" -f loadtest/sql/scale_history.sql
+    psql -q "$PG/$history" -c "CREATE TABLE scale_history_done (seconds integer)" \
+        -c "INSERT INTO scale_history_done VALUES ($(($(date +%s) - started)))"
+fi
+
+# Until no autovacuum works on the database (after a load, or a size's runs).
+autovacuum_idle() {
+    until [[ $(psql -At "$PG/inventory" -c "SELECT count(*) FROM pg_stat_activity
+                WHERE backend_type = 'autovacuum worker' AND datname = '$1'") == 0 ]]; do
+        sleep 2
+    done
+}
+
+# One size: its database, its runs, its figures in $out/scale_<size>_*.json.
+measure() {
+    local size=$1 database=$2
+    DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
+    autovacuum_idle "$database"
+    LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "steady_$size" \
+        --report "$out/scale_${size}_steady.json" --duration 60 --rate 1400 --pause-for 0 \
+        -- --warmup 5
+    LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "max_$size" \
+        --report "$out/scale_${size}_max.json" --prefill "$prefill" \
+        -- --duplicate-ratio 0 --poison-ratio 0
+    psql -At "$PG/$database" -c "CHECKPOINT" 2>/dev/null || true
+    psql -At -F' ' "$PG/$database" -f loadtest/sql/storage_snapshot.sql > "$out/scale_${size}_before.txt"
+    DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" db-ceiling --consumer-name "ceiling-$size" \
+        --events "$ceiling" --report "$out/scale_${size}_ceiling.json"
+    psql -At -F' ' "$PG/$database" -f loadtest/sql/storage_snapshot.sql > "$out/scale_${size}_after.txt"
+}
+
+empty="bench_ceiling_scale_empty_$$"
+psql -q "$PG/inventory" -c "CREATE DATABASE $empty"
+measure empty "$empty"
+measure history "$history"
+python3 scripts/bench_scale_table.py "$out" "$events"
