@@ -80,6 +80,25 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             } else {
                 println!("another instance holds the maintenance lock; nothing done");
             }
+            let compacted = store::compact(&pool).await?;
+            if !compacted.owner {
+                println!("indexes of closed days: not compacted (only the tables' owner may)");
+            } else {
+                println!(
+                    "indexes of closed days compacted: {} ({} -> {} bytes){}",
+                    compacted.rebuilt,
+                    compacted.bytes_before,
+                    compacted.bytes_after,
+                    if compacted.failed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; not rebuilt, tried again next time: {}",
+                            compacted.failed.join(", ")
+                        )
+                    }
+                );
+            }
         }
         Command::Parked { command } => parked(command).await?,
         Command::Positions { command } => positions_command(command).await?,

@@ -381,3 +381,60 @@ async fn maintenance_counts_days_in_utc_whatever_the_sessions_time_zone() {
         )
     );
 }
+
+#[tokio::test]
+async fn maintain_as_the_owner_compacts_the_indexes_of_closed_days_once() {
+    let db = TestDb::new().await;
+    // A closed day's traffic, written in arrival order: random message ids,
+    // order ids out of their sort order.
+    sqlx::raw_sql(
+        "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
+                                      kafka_partition, status, consumer, topic, aggregate_id)
+         SELECT gen_random_uuid(), g, g, inbox_today() - 3, 0, 'processed',
+                inbox_consumer_code('c'), inbox_topic_code('t'), 'O-' || g
+         FROM generate_series(1, 30000) AS g;
+         INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
+         SELECT gen_random_uuid(), inbox_today() - 3, 'reserved', 1, 'O-' || g, 'SKU-' || l
+         FROM generate_series(1, 30000) AS g, generate_series(1, 3) AS l;",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("a closed day");
+    let maintain = |url: &str| {
+        let output = Command::new(binary())
+            .arg("maintain")
+            .env("DATABASE_URL", url)
+            .output()
+            .expect("run maintain");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let as_app = maintain(&db.app_url);
+    assert!(
+        as_app.contains("not compacted (only the tables' owner may)"),
+        "{as_app}"
+    );
+    let as_owner = maintain(&db.url);
+    assert!(
+        as_owner.contains("indexes of closed days compacted: 2 ("),
+        "{as_owner}"
+    );
+    let sizes: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT index_name, bytes_before, bytes_after FROM inbox_compacted ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    for (index, before, after) in &sizes {
+        assert!(
+            after * 10 < before * 8,
+            "{index}: {before} -> {after} bytes"
+        );
+    }
+    let again = maintain(&db.url);
+    assert!(
+        again.contains("indexes of closed days compacted: 0 ("),
+        "{again}"
+    );
+}

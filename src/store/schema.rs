@@ -20,6 +20,8 @@ const DROP_EXPIRED: &str = include_str!("../../sql/drop_expired.sql");
 const PRUNE_PARKED: &str = include_str!("../../sql/prune_parked.sql");
 const RETENTION: &str = include_str!("../../sql/retention.sql");
 const SET_RETENTION: &str = include_str!("../../sql/set_retention.sql");
+const COMPACT_CANDIDATES: &str = include_str!("../../sql/compact_candidates.sql");
+const COMPACTED: &str = include_str!("../../sql/compacted.sql");
 
 /// Parked rows deleted (or payloads cleared) per transaction of maintenance.
 const PRUNE_STEP: i32 = 10_000;
@@ -211,6 +213,68 @@ pub async fn maintain(pool: &PgPool) -> Result<MaintainReport, StoreError> {
             break;
         }
     }
+    Ok(report)
+}
+
+/// What compaction did (docs/design.md#storage).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// False when this session does not own the tables: nothing was tried.
+    pub owner: bool,
+    /// Indexes rebuilt, and their bytes before and after.
+    pub rebuilt: usize,
+    pub bytes_before: i64,
+    pub bytes_after: i64,
+    /// Indexes whose rebuild failed (a lock not granted in time, say): tried
+    /// again on the next run.
+    pub failed: Vec<String>,
+}
+
+/// Rebuilds, once, the indexes of the ledger's and the reservations' closed
+/// days (`REINDEX INDEX CONCURRENTLY`: writes go on), which fill in arrival
+/// order and close about half empty. Only the tables' owner may: as another
+/// role it does nothing. Each rebuild runs without the statement timeout
+/// (it may take minutes), on one connection.
+pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
+    let candidates = sqlx::query(COMPACT_CANDIDATES).fetch_all(pool).await?;
+    let mut report = CompactReport {
+        owner: true,
+        ..CompactReport::default()
+    };
+    if let Some(first) = candidates.first() {
+        report.owner = first.try_get("owner")?;
+    }
+    if !report.owner {
+        return Ok(report);
+    }
+    let mut connection = pool.acquire().await?;
+    sqlx::raw_sql("SET statement_timeout = 0")
+        .execute(&mut *connection)
+        .await?;
+    for row in candidates {
+        let index: String = row.try_get("index_name")?;
+        let before: i64 = row.try_get("bytes")?;
+        let rebuild = format!(
+            "REINDEX INDEX CONCURRENTLY \"{}\"",
+            index.replace('"', "\"\"")
+        );
+        if let Err(error) = sqlx::raw_sql(&rebuild).execute(&mut *connection).await {
+            tracing::warn!(%index, %error, "an index of a closed day was not rebuilt; tried again next time");
+            report.failed.push(index);
+            continue;
+        }
+        let after: i64 = sqlx::query_scalar(COMPACTED)
+            .bind(&index)
+            .bind(before)
+            .fetch_one(&mut *connection)
+            .await?;
+        report.rebuilt += 1;
+        report.bytes_before += before;
+        report.bytes_after += after;
+    }
+    sqlx::raw_sql("RESET statement_timeout")
+        .execute(&mut *connection)
+        .await?;
     Ok(report)
 }
 
