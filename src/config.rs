@@ -199,10 +199,10 @@ pub struct DatabaseArgs {
     pub inbox_parked_payload_days: i32,
 
     /// Days of reservations (`order_reservation`, one partition a day) kept
-    /// behind today; at least INBOX_RETENTION_DAYS.
-    #[arg(long, env = "INBOX_RESERVATION_RETENTION_DAYS", default_value_t = 30,
+    /// behind today; at least INBOX_RETENTION_DAYS [default: the same].
+    #[arg(long, env = "INBOX_RESERVATION_RETENTION_DAYS",
           value_parser = clap::value_parser!(i32).range(1..=3650))]
-    pub inbox_reservation_retention_days: i32,
+    pub inbox_reservation_retention_days: Option<i32>,
 
     /// What becomes of a day of reservations past its retention: `drop`, or
     /// `detach` (left as a table of its own, for an archive to take).
@@ -246,12 +246,19 @@ impl DatabaseArgs {
         }
     }
 
+    /// Days of reservations kept: INBOX_RESERVATION_RETENTION_DAYS, else the
+    /// dedup window's.
+    pub fn reservation_retention_days(&self) -> i32 {
+        self.inbox_reservation_retention_days
+            .unwrap_or(self.inbox_retention_days)
+    }
+
     pub fn retention(&self) -> Retention {
         Retention {
             ledger_days: self.inbox_retention_days,
             parked_days: self.inbox_parked_retention_days,
             parked_payload_days: self.inbox_parked_payload_days,
-            reservation_days: self.inbox_reservation_retention_days,
+            reservation_days: self.reservation_retention_days(),
             detach_reservations: self.inbox_reservation_expiry == "detach",
         }
     }
@@ -269,10 +276,11 @@ impl DatabaseArgs {
                 )));
             }
         }
-        if self.inbox_reservation_retention_days < self.inbox_retention_days {
+        if self.reservation_retention_days() < self.inbox_retention_days {
             return Err(ConfigError(format!(
                 "INBOX_RESERVATION_RETENTION_DAYS={} is shorter than INBOX_RETENTION_DAYS={}: the reservations must cover the dedup window",
-                self.inbox_reservation_retention_days, self.inbox_retention_days
+                self.reservation_retention_days(),
+                self.inbox_retention_days
             )));
         }
         let url = self.database_url.trim();

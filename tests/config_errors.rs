@@ -49,6 +49,28 @@ fn out_of_range_values_name_the_variable() {
 }
 
 #[test]
+fn reservations_kept_for_less_than_the_window_are_refused_naming_both() {
+    for (name, value) in [
+        ("INBOX_RESERVATION_RETENTION_DAYS", "0"),
+        ("INBOX_RESERVATION_EXPIRY", "archive"),
+    ] {
+        let (code, stderr) = run_with(&[(name, value)], &[]);
+        assert_ne!(code, 0, "{name}={value} accepted");
+        assert_one_line_naming(&stderr, name);
+    }
+    let (code, stderr) = run_with(
+        &[
+            ("INBOX_RETENTION_DAYS", "20"),
+            ("INBOX_RESERVATION_RETENTION_DAYS", "14"),
+        ],
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert_one_line_naming(&stderr, "INBOX_RESERVATION_RETENTION_DAYS=14");
+    assert!(stderr.contains("INBOX_RETENTION_DAYS=20"), "{stderr}");
+}
+
+#[test]
 fn an_unknown_flag_is_one_line() {
     let (code, stderr) = run_with(&[], &["--no-such-flag"]);
     assert_ne!(code, 0);
