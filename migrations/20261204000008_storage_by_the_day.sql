@@ -4,10 +4,10 @@
 -- The ledger (processed_inbox) keeps its name, its daily partitions and its
 -- columns, in smaller types: the consumer and the topic as codes of
 -- inbox_consumer and inbox_topic (a row carried both names as text, 33
--- bytes, twice with the consumer in the key), the status as an enum (4
--- bytes instead of 10-19); the event type, always OrderPlaced (any other is
--- parked), is no longer stored: the view inbox_ledger spells it out. Its primary key leads with the
--- message id, so that the one index serves both the insert's conflict check
+-- bytes, twice with the consumer in the key), the status as one byte
+-- (instead of 10-19); the event type, always OrderPlaced (any other is
+-- parked), is no longer stored: the view inbox_ledger spells them out. Its
+-- primary key leads with the message id, so that the one index serves both the insert's conflict check
 -- and the look-up of an id on every day of the window: the separate
 -- idx_inbox_message_lookup (46 bytes an event) goes.
 --
@@ -74,7 +74,6 @@ BEGIN
 END;
 $$;
 
-CREATE TYPE inbox_ledger_status AS ENUM ('processed', 'business_duplicate');
 CREATE TYPE inbox_line_status AS ENUM ('reserved', 'rejected');
 
 -- The old tables step aside, their partitions renamed so that the new ones
@@ -101,9 +100,11 @@ CREATE TABLE processed_inbox (
     processed_at    timestamptz         NOT NULL DEFAULT clock_timestamp(),
     event_day       date                NOT NULL,
     kafka_partition integer             NOT NULL,
-    -- processed: at least one new order line recorded;
-    -- business_duplicate: every (order_id, sku) was already reserved.
-    status          inbox_ledger_status NOT NULL,
+    -- One byte: 'p' processed (at least one new order line recorded), 'd'
+    -- business_duplicate (every (order_id, sku) was already reserved); the
+    -- view inbox_ledger spells it out. (An enum takes 4 bytes, which pushes
+    -- a row with an order id of 16 to 19 characters past an 8-byte boundary.)
+    status          "char"              NOT NULL CHECK (status IN ('p', 'd')),
     -- inbox_consumer.code, inbox_topic.code
     consumer        smallint            NOT NULL,
     topic           smallint            NOT NULL,
@@ -186,7 +187,8 @@ SELECT inbox_topic_code(topic) FROM (SELECT DISTINCT topic FROM processed_inbox_
 INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, processed_at, event_day,
                              kafka_partition, status, consumer, topic, aggregate_id)
 SELECT o.message_id, o.kafka_offset, o.payload_hash, o.processed_at, o.event_day,
-       o.kafka_partition, o.status::inbox_ledger_status, c.code, t.code, o.aggregate_id
+       o.kafka_partition,
+       CASE o.status WHEN 'processed' THEN 'p' ELSE 'd' END::"char", c.code, t.code, o.aggregate_id
 FROM processed_inbox_v1 o
 JOIN inbox_consumer c ON c.name = o.consumer
 JOIN inbox_topic t ON t.name = o.topic;
@@ -233,7 +235,7 @@ $$;
 -- across the whole window), and whether an expired partition is dropped or
 -- detached (left as a table of its own for an archive to take).
 ALTER TABLE inbox_settings
-    ADD COLUMN reservation_retention_days integer NOT NULL DEFAULT 30
+    ADD COLUMN reservation_retention_days integer NOT NULL DEFAULT 14
         CHECK (reservation_retention_days BETWEEN 1 AND 3650),
     ADD COLUMN reservation_expiry text NOT NULL DEFAULT 'drop'
         CHECK (reservation_expiry IN ('drop', 'detach'));
@@ -302,7 +304,7 @@ $$;
 CREATE VIEW inbox_ledger AS
 SELECT l.event_day, c.name AS consumer, l.message_id, 'OrderPlaced'::text AS event_type,
        l.aggregate_id, t.name AS topic, l.kafka_partition, l.kafka_offset,
-       l.status::text AS status, l.payload_hash, l.processed_at
+       CASE l.status WHEN 'p' THEN 'processed' ELSE 'business_duplicate' END AS status, l.payload_hash, l.processed_at
 FROM processed_inbox l
 JOIN inbox_consumer c ON c.code = l.consumer
 JOIN inbox_topic t ON t.code = l.topic;

@@ -11,6 +11,8 @@
 #                  days before today, SCALE_LINES (3) order lines each
 #   SCALE_PREFILL  events of the max-throughput run (default 100,000)
 #   SCALE_CEILING  events of the database-only ceiling (default 100,000)
+#   SCALE_ROUNDS   rounds (default 2): empty then history, alternating, so
+#                  that each history figure has an empty one beside it
 #
 # The history is written once, set-based in SQL (loadtest/sql/scale_history.sql,
 # minutes per 10 million events), into the database scale_history_<events>,
@@ -29,6 +31,7 @@ days=${SCALE_DAYS:-3}
 lines=${SCALE_LINES:-3}
 prefill=${SCALE_PREFILL:-100000}
 ceiling=${SCALE_CEILING:-100000}
+rounds=${SCALE_ROUNDS:-2}
 BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
 PG=postgres://inventory:inventory@127.0.0.1:5432
 consumer=inventory-allocation-service
@@ -61,9 +64,10 @@ autovacuum_idle() {
     done
 }
 
-# One size: its database, its runs, its figures in $out/scale_<size>_*.json.
+# One size in one round: its database, its runs, its figures in
+# $out/scale_<size>_<round>_*.json.
 measure() {
-    local size=$1 database=$2
+    local size=$1_$3 database=$2
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
     autovacuum_idle "$database"
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "steady_$size" \
@@ -79,8 +83,11 @@ measure() {
     psql -At -F' ' "$PG/$database" -f loadtest/sql/storage_snapshot.sql > "$out/scale_${size}_after.txt"
 }
 
-empty="bench_ceiling_scale_empty_$$"
-psql -q "$PG/inventory" -c "CREATE DATABASE $empty"
-measure empty "$empty"
-measure history "$history"
-python3 scripts/bench_scale_table.py "$out" "$events"
+for round in $(seq 1 "$rounds"); do
+    empty="bench_ceiling_scale_empty_$$_$round"
+    psql -q "$PG/inventory" -c "CREATE DATABASE $empty"
+    measure empty "$empty" "$round"
+    measure history "$history" "$round"
+    psql -q "$PG/inventory" -c "DROP DATABASE $empty WITH (FORCE)"
+done
+python3 scripts/bench_scale_table.py "$out" "$events" "$rounds"

@@ -5,8 +5,10 @@
 # "today" (inbox_today(), replaced in the soak's own database) moves a day
 # forward and the generator's event times with it, so that the consumer's
 # own maintenance (every SOAK_MAINTENANCE_SECONDS, 20) makes and drops
-# partitions under load. The retention is shortened so that days go within
-# the hour: the ledger's window 2 days back, reservations 3, parked rows 2.
+# partitions under load, and the owner's `inventory-inbox maintain` (the
+# hourly cron job: it also compacts the indexes of closed days) runs every
+# minute. The retention is shortened so that days go within the hour: the
+# ledger's window 2 days back, reservations 3, parked rows 2.
 #
 # Each simulated day is one generator run on the same topic (its own
 # reconciliation: every event of the day applied exactly once, the stock,
@@ -63,8 +65,10 @@ KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" METRICS_ADDR="127.0.0.1:$metrics_
     "$BIN/inventory-inbox" run >"$log" 2>&1 &
 consumer=$!
 sampler=
+owner_maintenance=
 stop() {
     [[ -n $sampler ]] && kill "$sampler" 2>/dev/null || true
+    [[ -n $owner_maintenance ]] && kill "$owner_maintenance" 2>/dev/null || true
     if kill -0 "$consumer" 2>/dev/null; then
         kill -TERM "$consumer"
         wait "$consumer" || true
@@ -89,6 +93,15 @@ done
     done
 ) >"$out/samples.txt" 2>>"$out/sampler.err" &
 sampler=$!
+
+# The owner's maintenance, every minute, as a cron job would run it.
+(
+    while true; do
+        sleep 60
+        echo "$(date +%s) $("$BIN/inventory-inbox" maintain 2>&1 | tr '\n' ' ')"
+    done
+) >"$out/maintain.log" 2>&1 &
+owner_maintenance=$!
 
 status=0
 for ((day = 0; day < days; day++)); do

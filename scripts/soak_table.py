@@ -5,6 +5,7 @@ two tables, and exits 1 when a day failed reconciliation or a table's size
 did not level off (its largest size in the last third of the soak more than
 10 % above its largest before)."""
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -87,8 +88,20 @@ for table in GROWING:
     level[table] = {"largest_before_last_third": before, "largest_in_last_third": last,
                     "levels_off": before > 0 and last <= 1.10 * before}
 
+# The owner's maintenance (every minute): the indexes of closed days it rebuilt.
+compacted = {"indexes": 0, "bytes_before": 0, "bytes_after": 0, "runs": 0}
+maintain_log = out / "maintain.log"
+for line in (maintain_log.read_text().splitlines() if maintain_log.exists() else []):
+    compacted["runs"] += 1
+    found = re.search(r"compacted: (\d+) \((\d+) -> (\d+) bytes\)", line)
+    if found:
+        compacted["indexes"] += int(found.group(1))
+        compacted["bytes_before"] += int(found.group(2))
+        compacted["bytes_after"] += int(found.group(3))
+
 summary = {
     "days": days,
+    "owner_maintenance": compacted,
     "day_seconds": day_seconds,
     "minutes": minutes,
     "days_reconciled": reports,
@@ -125,5 +138,7 @@ for table, figures in level.items():
     print(f"{table}: largest {mb(figures['largest_before_last_third'])} MB before the last third, "
           f"{mb(figures['largest_in_last_third'])} MB in it: "
           f"{'levels off' if figures['levels_off'] else 'DOES NOT level off'}")
+print(f"owner's maintenance: {compacted['runs']} runs, {compacted['indexes']} indexes of closed days "
+      f"compacted, {mb(compacted['bytes_before'])} -> {mb(compacted['bytes_after'])} MB")
 ok = summary["all_reconciled"] and all(f["levels_off"] for f in level.values())
 sys.exit(0 if ok else 1)

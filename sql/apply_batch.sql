@@ -234,8 +234,7 @@ ledger AS (
                                  aggregate_id)
     SELECT e.message_id, e.kafka_offset, e.payload_hash, clock_timestamp(),
            e.event_day, e.kafka_partition,
-           CASE WHEN e.business_duplicate THEN 'business_duplicate'
-                ELSE 'processed' END::inbox_ledger_status,
+           CASE WHEN e.business_duplicate THEN 'd' ELSE 'p' END::"char",
            (SELECT consumer FROM codes), t.code, e.order_id
     FROM event e
     JOIN topic_code t ON t.topic = e.topic

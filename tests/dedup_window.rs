@@ -390,7 +390,7 @@ async fn maintain_as_the_owner_compacts_the_indexes_of_closed_days_once() {
     sqlx::raw_sql(
         "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
                                       kafka_partition, status, consumer, topic, aggregate_id)
-         SELECT gen_random_uuid(), g, g, inbox_today() - 3, 0, 'processed',
+         SELECT gen_random_uuid(), g, g, inbox_today() - 3, 0, 'p',
                 inbox_consumer_code('c'), inbox_topic_code('t'), 'O-' || g
          FROM generate_series(1, 30000) AS g;
          INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
@@ -426,6 +426,14 @@ async fn maintain_as_the_owner_compacts_the_indexes_of_closed_days_once() {
     .await
     .unwrap();
     assert_eq!(sizes.len(), 2, "{sizes:?}");
+    let full: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_class c JOIN inbox_compacted k ON k.index_name = c.relname
+         WHERE c.reloptions @> ARRAY['fillfactor=100']",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(full, 2, "rebuilt with full pages");
     for (index, before, after) in &sizes {
         assert!(
             after * 10 < before * 8,

@@ -41,7 +41,7 @@ BEGIN
                                              event_day, kafka_partition, status, consumer, topic,
                                              aggregate_id)
                 SELECT message_id, g / 12, hashtextextended(order_id, 0), at, day, (g % 12)::int,
-                       'processed', consumer, topic, order_id
+                       'p', consumer, topic, order_id
                 FROM event
             )
             INSERT INTO order_reservation (created_at, message_id, reserved_day, status,
