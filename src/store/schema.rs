@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::NaiveDate;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Row};
+use sqlx::{ConnectOptions, Connection as _, PgConnection, PgPool, Row};
 
 use crate::window::DedupWindow;
 
@@ -247,9 +247,15 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
     if !report.owner {
         return Ok(report);
     }
-    let mut connection = pool.acquire().await?;
+    // A connection of its own, without sqlx's slow-statement warning: a
+    // rebuild takes seconds to minutes by design (the statement timeout is
+    // lifted for it alike).
+    let options = (*pool.connect_options())
+        .clone()
+        .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
+    let mut connection = PgConnection::connect_with(&options).await?;
     sqlx::raw_sql("SET statement_timeout = 0")
-        .execute(&mut *connection)
+        .execute(&mut connection)
         .await?;
     for row in candidates {
         let index: String = row.try_get("index_name")?;
@@ -260,8 +266,8 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
         // the two are separate statements.
         let full = format!("ALTER INDEX {quoted} SET (fillfactor = 100)");
         let rebuild = format!("REINDEX INDEX CONCURRENTLY {quoted}");
-        let rebuilt = match sqlx::raw_sql(&full).execute(&mut *connection).await {
-            Ok(_) => sqlx::raw_sql(&rebuild).execute(&mut *connection).await,
+        let rebuilt = match sqlx::raw_sql(&full).execute(&mut connection).await {
+            Ok(_) => sqlx::raw_sql(&rebuild).execute(&mut connection).await,
             Err(error) => Err(error),
         };
         if let Err(error) = rebuilt {
@@ -272,15 +278,13 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
         let after: i64 = sqlx::query_scalar(COMPACTED)
             .bind(&index)
             .bind(before)
-            .fetch_one(&mut *connection)
+            .fetch_one(&mut connection)
             .await?;
         report.rebuilt += 1;
         report.bytes_before += before;
         report.bytes_after += after;
     }
-    sqlx::raw_sql("RESET statement_timeout")
-        .execute(&mut *connection)
-        .await?;
+    connection.close().await?;
     Ok(report)
 }
 
