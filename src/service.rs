@@ -107,7 +107,7 @@ async fn consume_until_shutdown(
     // database rather than failing a pod that starts before it.
     let mut delay = Duration::from_millis(200);
     loop {
-        match maintain_and_load(&pool, &inbox).await {
+        match maintain_and_load(&pool, &inbox, args).await {
             Ok(()) => break,
             // Stopped before the database ever answered: nothing to drain.
             Err(store::StoreError::Transient { .. }) if *shutdown.borrow() => return Ok(()),
@@ -312,8 +312,18 @@ async fn check_topic_retention(
     }
 }
 
-async fn maintain_and_load(pool: &sqlx::PgPool, inbox: &Inbox) -> Result<(), store::StoreError> {
+async fn maintain_and_load(
+    pool: &sqlx::PgPool,
+    inbox: &Inbox,
+    args: &RunArgs,
+) -> Result<(), store::StoreError> {
     store::check_schema(pool).await?;
+    store::register_codes(
+        pool,
+        &args.inbox_consumer_name,
+        &[args.kafka_topic.trim().to_owned()],
+    )
+    .await?;
     let report = store::maintain(pool).await?;
     tracing::info!(?report, "ledger partitions maintained");
     inbox.refresh_window().await.map(|_| ())

@@ -32,8 +32,8 @@ pub use apply::{BatchOutcome, Behind};
 pub use error::{StoreError, RETRY_REASONS};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
-    check_schema, compact, connect, load_window, maintain, migrate, retention, CompactReport,
-    Connection, MaintainReport, Retention, PREMAKE_DAYS,
+    check_schema, compact, connect, load_window, maintain, migrate, register_codes, retention,
+    CompactReport, Connection, MaintainReport, Retention, PREMAKE_DAYS,
 };
 
 use std::collections::BTreeMap;

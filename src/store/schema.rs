@@ -288,6 +288,27 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
     Ok(report)
 }
 
+/// Makes the codes the ledger keeps for a consumer name and its topics
+/// (`inbox_consumer`, `inbox_topic`), each statement its own transaction,
+/// before the first batch. A batch that made one would hold it uncommitted
+/// while it waits for its SKUs' locks, and every other lane's batch would
+/// wait on it, to fail in turn when the wait times out.
+pub async fn register_codes(
+    pool: &PgPool,
+    consumer: &str,
+    topics: &[String],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "SELECT inbox_consumer_code($1),
+                (SELECT count(inbox_topic_code(t)) FROM unnest($2::text[]) AS t)",
+    )
+    .bind(consumer)
+    .bind(topics)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Reads the dedup window: the days that have a ledger partition.
 pub async fn load_window(pool: &PgPool) -> Result<DedupWindow, StoreError> {
     let days: Vec<NaiveDate> = sqlx::query_scalar(WINDOW_DAYS).fetch_all(pool).await?;
