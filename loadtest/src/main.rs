@@ -35,7 +35,8 @@
 //! ([`commands::chaos`], its faults in `commands::chaos::inject`, its
 //! consumers in [`workload::fleet`], its recovery read from
 //! [`probes::group_progress`], its table in [`output::chaos_report`]) and
-//! `db-ceiling` ([`commands::db_ceiling`]) reuse its parts.
+//! `db-ceiling` ([`commands::db_ceiling`]) and `profile`
+//! ([`commands::profile`]) reuse its parts.
 
 mod commands;
 mod output;
@@ -67,6 +68,9 @@ enum Command {
     /// The database-only ceiling: the service's batch transaction driven
     /// directly, no Kafka; prints events/s (and writes --report).
     DbCeiling(commands::db_ceiling::CeilingArgs),
+    /// Where the batch statement spends its time: batches applied under
+    /// EXPLAIN ANALYZE at several sizes; prints a table of each step's time.
+    Profile(commands::profile::ProfileArgs),
     /// Faults under load (consumer kills, a rebalance storm, database and
     /// broker restarts, a replay), each reconciled; prints a table. Exits 1
     /// when any scenario fails to reconcile.
@@ -79,6 +83,7 @@ async fn main() -> ExitCode {
         match Cli::parse().command {
             Command::Run(args) => commands::run::run(args).await,
             Command::DbCeiling(args) => commands::db_ceiling::db_ceiling(args).await,
+            Command::Profile(args) => commands::profile::profile(args).await,
             Command::Chaos(args) => commands::chaos::chaos(args).await,
         }
     };

@@ -288,31 +288,81 @@ impl Inbox {
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
         let arrays = BatchArrays::of(batch);
-        let (position_topics, (position_partitions, next_offsets)): (
-            Vec<&str>,
-            (Vec<i32>, Vec<i64>),
-        ) = positions
+        let bound = self.bound(positions);
+        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
+        // sends only after the implicit transaction committed: a commit that
+        // fails is an error here, never a batch reported as applied.
+        let row = self
+            .batch_query(APPLY_BATCH, &arrays, &bound, trace_id)
+            .fetch_one(connection)
+            .await?;
+        batch_outcome(batch, &row, trace_id)
+    }
+
+    /// Applies `records` as one batch the way `apply` does, under `EXPLAIN
+    /// (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)`, and returns the plan with
+    /// the time of each node (`inbox-loadgen profile`, docs/benchmarks.md).
+    /// The batch is applied and committed as by `apply`; the positions it
+    /// wrote are not remembered (the next batch is not checked against
+    /// them).
+    pub async fn explain(
+        &self,
+        records: &[crate::batch::InboundRecord],
+    ) -> Result<serde_json::Value, StoreError> {
+        let window = self.refresh_window().await?;
+        let batch = batch::classify(records.to_vec(), &window);
+        let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
+        let arrays = BatchArrays::of(&batch);
+        let bound = self.bound(&positions);
+        let sql = format!("EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON) {APPLY_BATCH}");
+        let mut connection = self.pool.acquire().await?;
+        let row = self
+            .batch_query(&sql, &arrays, &bound, None)
+            .fetch_one(&mut *connection)
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// The per-partition arguments of the statement: positions, the
+    /// positions this inbox wrote, the topics' ids.
+    fn bound<'a>(&self, positions: &'a BTreeMap<PartitionKey, i64>) -> Bound<'a> {
+        let (topics, (partitions, next_offsets)) = positions
             .iter()
             .map(|((topic, partition), next)| (topic.as_str(), (*partition, *next)))
             .unzip();
-        let expected: Vec<Option<i64>> = {
+        let expected = {
             let written = self.written.lock().expect("written lock");
             positions
                 .keys()
                 .map(|key| written.get(key).copied())
                 .collect()
         };
-        let topic_ids: Vec<Option<Uuid>> = {
+        let topic_ids = {
             let ids = self.topic_ids.lock().expect("topic ids lock");
             positions
                 .keys()
                 .map(|(topic, _)| ids.get(topic).copied())
                 .collect()
         };
-        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
-        // sends only after the implicit transaction committed: a commit that
-        // fails is an error here, never a batch reported as applied.
-        let row = sqlx::query(APPLY_BATCH)
+        Bound {
+            topics,
+            partitions,
+            next_offsets,
+            expected,
+            topic_ids,
+        }
+    }
+
+    /// `sql` (the batch statement, or it explained) with the batch's
+    /// arguments bound, in the order of `sql/apply_batch.sql`'s header.
+    fn batch_query<'q>(
+        &'q self,
+        sql: &'q str,
+        arrays: &'q BatchArrays<'q>,
+        bound: &'q Bound<'q>,
+        trace_id: Option<&'q str>,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(sql)
             .bind(&self.consumer)
             .bind(&arrays.topic)
             .bind(&arrays.partition)
@@ -331,18 +381,26 @@ impl Inbox {
             .bind(&arrays.line_sku)
             .bind(&arrays.line_quantity)
             .bind(&arrays.line_shared)
-            .bind(&position_topics)
-            .bind(&position_partitions)
-            .bind(&next_offsets)
-            .bind(&expected)
+            .bind(&bound.topics)
+            .bind(&bound.partitions)
+            .bind(&bound.next_offsets)
+            .bind(&bound.expected)
             .bind(trace_id)
-            .bind(&topic_ids)
+            .bind(&bound.topic_ids)
             .bind(self.dlq_copies)
             .bind(&arrays.key)
-            .fetch_one(connection)
-            .await?;
-        batch_outcome(batch, &row, trace_id)
     }
+}
+
+/// The statement's arguments of one per partition of the batch.
+struct Bound<'a> {
+    topics: Vec<&'a str>,
+    partitions: Vec<i32>,
+    next_offsets: Vec<i64>,
+    /// The position this inbox last wrote for each (none yet: null).
+    expected: Vec<Option<i64>>,
+    /// The topic's id, as the broker said (null: it did not).
+    topic_ids: Vec<Option<Uuid>>,
 }
 
 /// The arrays of the batch statement (`sql/apply_batch.sql`): one element

@@ -89,6 +89,40 @@ struct Ceiling {
     pub events_per_second: f64,
 }
 
+/// `events` fresh events of the mix as the consumer would poll them from
+/// partition 0 of `topic`, from offset 0.
+pub fn fresh_records(mix: MixConfig, events: u64, topic: &str) -> Vec<InboundRecord> {
+    let mut generator = Generator::new(
+        mix,
+        StdRng::from_entropy(),
+        format!("ceil{}", std::process::id()),
+    );
+    (0..events)
+        .map(|offset| {
+            let record = match generator.next(Utc::now()) {
+                Planned::Fresh { record, .. } => record,
+                other => other.record().clone(),
+            };
+            InboundRecord {
+                topic: topic.into(),
+                partition: 0,
+                offset: offset as i64,
+                timestamp: None,
+                key: Some(record.key.into_bytes()),
+                payload: Some(record.payload),
+                headers: record
+                    .headers
+                    .into_iter()
+                    .map(|(key, value)| Header {
+                        key,
+                        value: Some(value.into_bytes()),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// Applies `events` fresh events in batches of `batch_size`, one transaction
 /// each, sequentially, and times it.
 async fn measure(
@@ -106,35 +140,7 @@ async fn measure(
     let today = Utc::now().date_naive();
     let database = Database::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
     database.seed(&mix.sku_names()).await?;
-    let mut generator = Generator::new(
-        mix,
-        StdRng::from_entropy(),
-        format!("ceil{}", std::process::id()),
-    );
-    let records: Vec<InboundRecord> = (0..events)
-        .map(|offset| {
-            let record = match generator.next(Utc::now()) {
-                Planned::Fresh { record, .. } => record,
-                other => other.record().clone(),
-            };
-            InboundRecord {
-                topic: "db-ceiling".into(),
-                partition: 0,
-                offset: offset as i64,
-                timestamp: None,
-                key: Some(record.key.into_bytes()),
-                payload: Some(record.payload),
-                headers: record
-                    .headers
-                    .into_iter()
-                    .map(|(key, value)| Header {
-                        key,
-                        value: Some(value.into_bytes()),
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
+    let records = fresh_records(mix, events, "db-ceiling");
     let connection = store::Connection {
         url: database_url,
         statement_timeout: std::time::Duration::from_secs(30),

@@ -7,5 +7,6 @@
 pub mod chaos;
 pub mod db_ceiling;
 pub mod flags;
+pub mod profile;
 pub mod run;
 pub mod settle;

@@ -1,0 +1,277 @@
+//! Where the batch statement spends its time (`inbox-loadgen profile`,
+//! docs/benchmarks.md): batches of fresh events of the `db-ceiling` mix,
+//! each applied under `EXPLAIN (ANALYZE, BUFFERS)` ([`Inbox::explain`]), at
+//! several batch sizes; per size, the mean planning and execution time and
+//! the mean time of each step (CTE) of `sql/apply_batch.sql` on its own.
+//!
+//! A step's own time is its node's total time less the steps it evaluated
+//! first (a CTE runs when it is first read, inside the step that reads it).
+//! EXPLAIN plans each batch with its values (a custom plan) where the
+//! service runs one prepared plan per connection; the times of the nodes
+//! are those of executing it, with the clock reads of ANALYZE added.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+use chrono::Utc;
+use clap::Args;
+use inventory_inbox::store::{self, Inbox};
+use serde_json::Value;
+
+use crate::commands::db_ceiling::fresh_records;
+use crate::probes::database::Database;
+use crate::workload::generate::MixConfig;
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// A migrated database (its password is never printed).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Ledger consumer name to write under.
+    #[arg(long, default_value = "profile")]
+    consumer_name: String,
+    /// Batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
+    sizes: Vec<usize>,
+    /// Batches measured per size, after --warmup batches that are not.
+    #[arg(long, default_value_t = 40)]
+    batches: usize,
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// Seeded SKUs.
+    #[arg(long, default_value_t = 1000)]
+    skus: usize,
+    /// SKUs receiving --hot-share of the lines.
+    #[arg(long, default_value_t = 10)]
+    hot_skus: usize,
+    #[arg(long, default_value_t = 0.5)]
+    hot_share: f64,
+    /// Where to write the table as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+    /// Where to write the last plan of the last size, as EXPLAIN's JSON.
+    #[arg(long, value_name = "FILE.json")]
+    plan: Option<PathBuf>,
+}
+
+/// The mean times of one batch size, in milliseconds.
+#[derive(Debug, Default)]
+struct Profile {
+    planning: f64,
+    execution: f64,
+    /// Each step's own time, by name, in the statement's order.
+    steps: Vec<(String, f64)>,
+}
+
+pub async fn profile(args: ProfileArgs) -> Result<bool> {
+    if args.sizes.is_empty() || args.sizes.contains(&0) || args.batches == 0 {
+        return Err(anyhow!("--sizes must be positive and --batches at least 1"));
+    }
+    let mix = MixConfig {
+        duplicate_ratio: 0.0,
+        poison_ratio: 0.0,
+        skus: args.skus,
+        hot_skus: args.hot_skus,
+        hot_share: args.hot_share,
+        event_day_offset: 0,
+    };
+    mix.validate().map_err(|e| anyhow!(e))?;
+    let today = Utc::now().date_naive();
+    let database = Database::connect(
+        &args.database_url,
+        &args.consumer_name,
+        "profile",
+        (today, today),
+    )
+    .await?;
+    database.seed(&mix.sku_names()).await?;
+    let connection = store::Connection {
+        url: &args.database_url,
+        statement_timeout: std::time::Duration::from_secs(30),
+        lock_timeout: std::time::Duration::from_secs(5),
+    };
+    let pool = store::connect(connection, 1)
+        .await
+        .context("connecting to DATABASE_URL")?;
+    let inbox = Inbox::new(pool, args.consumer_name.clone());
+
+    let mut profiles = Vec::new();
+    for &size in &args.sizes {
+        let count = ((args.warmup + args.batches) * size) as u64;
+        let records = fresh_records(mix.clone(), count, &format!("profile-{size}"));
+        let mut plans = Vec::new();
+        for (n, batch) in records.chunks(size).enumerate() {
+            let plan = inbox.explain(batch).await.context("explaining a batch")?;
+            if n >= args.warmup {
+                plans.push(plan);
+            }
+        }
+        profiles.push((size, mean_profile(&plans)?));
+        if let (Some(path), Some(last)) = (&args.plan, plans.last()) {
+            std::fs::write(path, serde_json::to_vec_pretty(last)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    print_table(&profiles);
+    if let Some(path) = &args.report {
+        let json: Vec<Value> = profiles
+            .iter()
+            .map(|(size, p)| {
+                serde_json::json!({
+                    "batch_size": size,
+                    "planning_ms": p.planning,
+                    "execution_ms": p.execution,
+                    "steps_ms": p.steps.iter().map(|(name, ms)| (name.clone(), Value::from(*ms)))
+                        .collect::<serde_json::Map<String, Value>>(),
+                })
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(true)
+}
+
+/// The mean over `plans` (EXPLAIN's JSON, one per batch).
+fn mean_profile(plans: &[Value]) -> Result<Profile> {
+    let mut sum = Profile::default();
+    let mut steps: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for explained in plans {
+        let top = explained
+            .get(0)
+            .ok_or_else(|| anyhow!("EXPLAIN returned no plan"))?;
+        sum.planning += number(top, "Planning Time");
+        sum.execution += number(top, "Execution Time");
+        let plan = &top["Plan"];
+        for (order, (name, own)) in own_times(plan).into_iter().enumerate() {
+            let entry = steps.entry(name).or_insert((order, 0.0));
+            entry.1 += own;
+        }
+    }
+    let count = plans.len() as f64;
+    let mut ordered: Vec<(usize, String, f64)> = steps
+        .into_iter()
+        .map(|(name, (order, total))| (order, name, total / count))
+        .collect();
+    ordered.sort_by_key(|(order, _, _)| *order);
+    Ok(Profile {
+        planning: sum.planning / count,
+        execution: sum.execution / count,
+        steps: ordered.into_iter().map(|(_, name, ms)| (name, ms)).collect(),
+    })
+}
+
+/// Each CTE's own time in one plan, in the order of the statement, then
+/// the final SELECT's as `(result)`.
+fn own_times(plan: &Value) -> Vec<(String, f64)> {
+    let mut ctes: Vec<(String, &Value)> = Vec::new();
+    collect_ctes(plan, &mut ctes);
+    let total: BTreeMap<&str, f64> = ctes
+        .iter()
+        .map(|(name, node)| (name.as_str(), inclusive(node)))
+        .collect();
+    let own = |node: &Value| {
+        // The CTEs this node read first: the scan's time holds the CTE's.
+        let mut scans: BTreeMap<String, f64> = BTreeMap::new();
+        collect_scans(node, &mut scans);
+        let evaluated: f64 = scans
+            .iter()
+            .filter_map(|(name, read)| {
+                let cte = *total.get(name.as_str())?;
+                (*read >= 0.9 * cte).then_some(cte)
+            })
+            .sum();
+        (inclusive(node) - evaluated).max(0.0)
+    };
+    let mut times: Vec<(String, f64)> = ctes
+        .iter()
+        .map(|(name, node)| (name.clone(), own(node)))
+        .collect();
+    // The final SELECT: the plan's root without its CTE definitions.
+    let definitions: f64 = times.iter().map(|(_, ms)| ms).sum();
+    times.push(("(result)".into(), (inclusive(plan) - definitions).max(0.0)));
+    times
+}
+
+/// The CTE definitions (InitPlans named `CTE x`) anywhere under `node`.
+fn collect_ctes<'a>(node: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    for child in children(node) {
+        match child.get("Subplan Name").and_then(Value::as_str) {
+            Some(name) if name.starts_with("CTE ") => {
+                out.push((name["CTE ".len()..].to_owned(), child));
+            }
+            _ => {}
+        }
+        collect_ctes(child, out);
+    }
+}
+
+/// The time of each `CTE Scan` under `node`, by CTE (the longest read of
+/// each), not descending into the definitions of CTEs.
+fn collect_scans(node: &Value, out: &mut BTreeMap<String, f64>) {
+    for child in children(node) {
+        let defines = child
+            .get("Subplan Name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| name.starts_with("CTE "));
+        if defines {
+            continue;
+        }
+        if child.get("Node Type").and_then(Value::as_str) == Some("CTE Scan") {
+            if let Some(name) = child.get("CTE Name").and_then(Value::as_str) {
+                let read = inclusive(child);
+                let entry = out.entry(name.to_owned()).or_insert(0.0);
+                *entry = entry.max(read);
+            }
+        }
+        collect_scans(child, out);
+    }
+}
+
+fn children(node: &Value) -> impl Iterator<Item = &Value> {
+    node.get("Plans")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// A node's total time over all its loops, in milliseconds.
+fn inclusive(node: &Value) -> f64 {
+    number(node, "Actual Total Time") * number(node, "Actual Loops").max(1.0)
+}
+
+fn number(value: &Value, key: &str) -> f64 {
+    value.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// One row per step, one column per batch size, milliseconds per batch.
+fn print_table(profiles: &[(usize, Profile)]) {
+    let header: Vec<String> = profiles
+        .iter()
+        .map(|(size, _)| format!("batch of {size}"))
+        .collect();
+    println!("| ms per batch | {} |", header.join(" | "));
+    println!("|---|{}", "---:|".repeat(profiles.len()));
+    let row = |label: &str, value: &dyn Fn(&Profile) -> f64| {
+        let cells: Vec<String> = profiles
+            .iter()
+            .map(|(_, p)| format!("{:.3}", value(p)))
+            .collect();
+        println!("| {label} | {} |", cells.join(" | "));
+    };
+    row("planning (custom plan)", &|p| p.planning);
+    row("execution", &|p| p.execution);
+    let names: Vec<String> = profiles
+        .last()
+        .map(|(_, p)| p.steps.iter().map(|(name, _)| name.clone()).collect())
+        .unwrap_or_default();
+    for name in names {
+        row(&format!("`{name}`"), &|p| {
+            p.steps
+                .iter()
+                .find(|(step, _)| *step == name)
+                .map_or(0.0, |(_, ms)| *ms)
+        });
+    }
+}
