@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-scale soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-scale | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -62,6 +62,12 @@ bench: build services-up
 # (docs/design.md#storage). The history is written once and kept.
 bench-scale: build services-up
 	scripts/bench-scale.sh
+
+# Where the batch statement spends its time, step by step, at batch sizes
+# 1, 10 and 100, with the service's plan and with one made per batch
+# (docs/benchmarks.md); PROFILE_DATABASE=NAME profiles a database with history.
+profile: build services-up
+	scripts/profile.sh
 
 # SOAK_MINUTES (60) at 1,400 events/s, 5 % duplicates, 1 % poison, with
 # days rolling over every SOAK_DAY_SECONDS (300) so that partitions are made

@@ -271,6 +271,8 @@ rationed AS MATERIALIZED (
                  inbox_first_come(s.available, array_agg(n.quantity ORDER BY n.line_ord)) AS fits
           FROM new_line n
           JOIN short_sku s ON s.sku = n.sku
+          -- Usually no SKU is short, and no line is looked at.
+          WHERE EXISTS (SELECT FROM short_sku)
           GROUP BY s.sku, s.available) AS per_sku
     CROSS JOIN LATERAL UNNEST(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
 ),

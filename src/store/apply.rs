@@ -19,6 +19,36 @@ use super::{Inbox, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 
+/// The types of `APPLY_BATCH`'s arguments, $1 to $26 (its header).
+const ARGUMENT_TYPES: [&str; 26] = [
+    "text",
+    "text[]",
+    "int[]",
+    "bigint[]",
+    "text[]",
+    "date[]",
+    "uuid[]",
+    "text[]",
+    "bigint[]",
+    "int[]",
+    "text[]",
+    "text[]",
+    "bytea[]",
+    "text[]",
+    "int[]",
+    "text[]",
+    "int[]",
+    "boolean[]",
+    "text[]",
+    "int[]",
+    "bigint[]",
+    "bigint[]",
+    "text",
+    "uuid[]",
+    "boolean",
+    "bytea[]",
+];
+
 /// How often a batch is run again at once because a concurrent batch
 /// committed first (`StoreError::Raced`), before it is retried as a
 /// transient failure.
@@ -302,24 +332,67 @@ impl Inbox {
     /// Applies `records` as one batch the way `apply` does, under `EXPLAIN
     /// (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)`, and returns the plan with
     /// the time of each node (`inbox-loadgen profile`, docs/benchmarks.md).
+    /// `generic`: the plan the service runs (prepared once per connection,
+    /// one plan for every batch), else one planned for this batch's values.
     /// The batch is applied and committed as by `apply`; the positions it
     /// wrote are not remembered (the next batch is not checked against
     /// them).
     pub async fn explain(
         &self,
         records: &[crate::batch::InboundRecord],
+        generic: bool,
     ) -> Result<serde_json::Value, StoreError> {
+        const EXPLAIN: &str = "EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)";
+        const PREPARED: &str = "inbox_explained_batch";
         let window = self.refresh_window().await?;
         let batch = batch::classify(records.to_vec(), &window);
         let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
         let arrays = BatchArrays::of(&batch);
         let bound = self.bound(&positions);
-        let sql = format!("EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON) {APPLY_BATCH}");
         let mut connection = self.pool.acquire().await?;
-        let row = self
-            .batch_query(&sql, &arrays, &bound, None)
-            .fetch_one(&mut *connection)
-            .await?;
+        let row = if generic {
+            let prepared: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE name = $1")
+                    .bind(PREPARED)
+                    .fetch_one(&mut *connection)
+                    .await?;
+            if prepared == 0 {
+                sqlx::raw_sql(&format!(
+                    "SET plan_cache_mode = force_generic_plan; PREPARE {PREPARED}({}) AS {APPLY_BATCH}",
+                    ARGUMENT_TYPES.join(", ")
+                ))
+                .execute(&mut *connection)
+                .await?;
+            }
+            // EXECUTE takes no parameters of its own: the arguments go in as
+            // literals, which the database writes.
+            let literals: Vec<String> = ARGUMENT_TYPES
+                .iter()
+                .enumerate()
+                .map(|(n, kind)| format!("${}::{kind}", n + 1))
+                .collect();
+            let execute: String = self
+                .batch_query(
+                    &format!(
+                        "SELECT format('EXECUTE {PREPARED}({})', {})",
+                        vec!["%L"; ARGUMENT_TYPES.len()].join(", "),
+                        literals.join(", ")
+                    ),
+                    &arrays,
+                    &bound,
+                    None,
+                )
+                .fetch_one(&mut *connection)
+                .await?
+                .try_get(0)?;
+            sqlx::raw_sql(&format!("{EXPLAIN} {execute}"))
+                .fetch_one(&mut *connection)
+                .await?
+        } else {
+            self.batch_query(&format!("{EXPLAIN} {APPLY_BATCH}"), &arrays, &bound, None)
+                .fetch_one(&mut *connection)
+                .await?
+        };
         Ok(row.try_get(0)?)
     }
 

@@ -701,3 +701,39 @@ async fn a_missing_day_of_reservations_or_parked_rows_never_fails_a_batch(pool: 
         1
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn an_explained_batch_is_applied_and_its_steps_timed_with_either_plan(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events: Vec<_> = (0..4)
+        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
+        .collect();
+    let all = records(&events);
+    for (part, generic) in [(&all[..2], true), (&all[2..], false)] {
+        let plan = inbox.explain(part, generic).await.expect("explained");
+        let text = plan.to_string();
+        for step in [
+            "CTE ledger_seen",
+            "CTE locked",
+            "CTE reservation",
+            "CTE next_position",
+        ] {
+            assert!(text.contains(step), "{step} missing from the plan");
+        }
+        assert!(plan[0]["Execution Time"].as_f64().is_some());
+    }
+    // The same two plans again: the generic one prepared once is reused.
+    let again = inbox
+        .explain(&all[..2], true)
+        .await
+        .expect("explained again");
+    assert!(again[0]["Plan"].is_object());
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM processed_inbox").await,
+        4
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved::bigint FROM inventory_stock").await,
+        4
+    );
+}
