@@ -64,6 +64,9 @@ pub struct ProfileArgs {
 struct Profile {
     planning: f64,
     execution: f64,
+    /// Execution outside the plan's nodes: starting the executor (every
+    /// partition of the window opened and locked) and ending it.
+    start_and_end: f64,
     /// Each step's own time, by name, in the statement's order.
     steps: Vec<(String, f64)>,
 }
@@ -129,6 +132,7 @@ pub async fn profile(args: ProfileArgs) -> Result<bool> {
                     "batch_size": size,
                     "planning_ms": p.planning,
                     "execution_ms": p.execution,
+                    "start_and_end_ms": p.start_and_end,
                     "steps_ms": p.steps.iter().map(|(name, ms)| (name.clone(), Value::from(*ms)))
                         .collect::<serde_json::Map<String, Value>>(),
                 })
@@ -151,6 +155,7 @@ fn mean_profile(plans: &[Value]) -> Result<Profile> {
         sum.planning += number(top, "Planning Time");
         sum.execution += number(top, "Execution Time");
         let plan = &top["Plan"];
+        sum.start_and_end += (number(top, "Execution Time") - inclusive(plan)).max(0.0);
         for (order, (name, own)) in own_times(plan).into_iter().enumerate() {
             let entry = steps.entry(name).or_insert((order, 0.0));
             entry.1 += own;
@@ -165,6 +170,7 @@ fn mean_profile(plans: &[Value]) -> Result<Profile> {
     Ok(Profile {
         planning: sum.planning / count,
         execution: sum.execution / count,
+        start_and_end: sum.start_and_end / count,
         steps: ordered
             .into_iter()
             .map(|(_, name, ms)| (name, ms))
@@ -277,6 +283,7 @@ fn print_table(profiles: &[(usize, Profile)]) {
     };
     row("planning", &|p| p.planning);
     row("execution", &|p| p.execution);
+    row("executor start and end", &|p| p.start_and_end);
     let names: Vec<String> = profiles
         .last()
         .map(|(_, p)| p.steps.iter().map(|(name, _)| name.clone()).collect())

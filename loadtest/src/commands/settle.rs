@@ -30,7 +30,9 @@ pub async fn settle(
     timeout: Duration,
 ) -> Result<Settled> {
     let expected = (manifest.unique_events() + manifest.poison_sent()) as i64;
-    let drained = database.wait_for_drain(before, expected, timeout).await?;
+    let drained = database
+        .wait_for_drain(before, expected, manifest.events_sent() as i64, timeout)
+        .await?;
     let after = database.snapshot(skus).await?;
     let unique_ids = manifest.fresh_ids();
     let applied = database.applied(&unique_ids).await?;
