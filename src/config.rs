@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use uuid::Uuid;
 
 use crate::event::ParkReason;
 use crate::kafka::KafkaSettings;
@@ -52,6 +53,29 @@ pub enum Command {
         #[command(subcommand)]
         command: PositionsCommand,
     },
+    /// What the database holds of one event, order or record: its ledger
+    /// row, order lines, parked rows, the partition's position, and the
+    /// verdict in one line (docs/runbook.md).
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["event", "order", "record"])))]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub run: Box<RunArgs>,
+    /// An event, by its message id (the CloudEvents id).
+    #[arg(long, value_name = "ID")]
+    pub event: Option<Uuid>,
+    /// An order, by its order id.
+    #[arg(long, value_name = "ID")]
+    pub order: Option<String>,
+    /// A record of the topic, read back from Kafka if it still holds it.
+    #[arg(long, value_name = "PARTITION:OFFSET", value_parser = crate::inspect::parse_record)]
+    pub record: Option<(i32, i64)>,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

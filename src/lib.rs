@@ -21,6 +21,7 @@
 //!   maintenance.
 //! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
 //! - [`positions`]: where partitions start: the database's positions.
+//! - [`inspect`]: `inventory-inbox inspect`, one event, order or record.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - [`telemetry`]: OpenTelemetry spans of batches, exported over OTLP.
@@ -29,6 +30,7 @@
 pub mod batch;
 pub mod config;
 pub mod event;
+pub mod inspect;
 mod kafka;
 mod metrics;
 mod parked;

@@ -3,7 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use inventory_inbox::config::{self, Cli, Command, OffsetTarget, ParkedCommand, PositionsCommand};
+use inventory_inbox::config::{
+    self, Cli, Command, InspectArgs, OffsetTarget, ParkedCommand, PositionsCommand,
+};
+use inventory_inbox::inspect::{self, Subject};
 use inventory_inbox::positions;
 use inventory_inbox::service;
 use inventory_inbox::store::{self, Inbox, ReplayOutcome};
@@ -102,6 +105,86 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
         }
         Command::Parked { command } => parked(command).await?,
         Command::Positions { command } => positions_command(command).await?,
+        Command::Inspect(args) => inspect_command(args).await?,
+    }
+    Ok(())
+}
+
+async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
+    let run = &args.run;
+    let subject = match (&args.event, &args.order, args.record) {
+        (Some(id), _, _) => Subject::Event(*id),
+        (_, Some(order), _) => Subject::Order(order.clone()),
+        (_, _, Some((partition, offset))) => {
+            // The record's id, read back from the topic while it holds it.
+            let kafka = run.kafka_settings(std::env::vars())?;
+            let record = positions::read_record(
+                &kafka,
+                &run.kafka_group_id,
+                &run.kafka_topic,
+                partition,
+                offset,
+            )
+            .await?;
+            let message_id = record.as_ref().and_then(|r| {
+                inventory_inbox::event::decode(r.payload.as_deref(), &r.headers)
+                    .map(|event| event.message_id)
+                    .ok()
+            });
+            if record.is_none() {
+                eprintln!(
+                    "{}: no record at {partition}:{offset} (outside the partition's offsets now); \
+                     looking by position only",
+                    run.kafka_topic
+                );
+            }
+            Subject::Record {
+                partition,
+                offset,
+                message_id,
+            }
+        }
+        (None, None, None) => unreachable!("clap requires one of --event, --order, --record"),
+    };
+    let pool = store::connect(run.database.connection(), 1).await?;
+    let found =
+        inspect::inspect(&pool, &run.inbox_consumer_name, &run.kafka_topic, &subject).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&found)?);
+        return Ok(());
+    }
+    println!("{}", found.verdict);
+    for entry in &found.ledger {
+        println!(
+            "ledger      {}  day {}  {}:{}  {}  order {}  at {}",
+            entry.message_id,
+            entry.event_day,
+            entry.kafka_partition,
+            entry.kafka_offset,
+            entry.status,
+            entry.order_id,
+            entry.processed_at.to_rfc3339()
+        );
+    }
+    for line in &found.lines {
+        println!(
+            "line        order {}  {} x{}  {}  by {}  on {}",
+            line.order_id, line.sku, line.quantity, line.status, line.message_id, line.reserved_day
+        );
+    }
+    for parked in &found.parked {
+        println!(
+            "parked      #{}  {}:{}  {}  {}  at {}",
+            parked.id,
+            parked.kafka_partition,
+            parked.kafka_offset,
+            parked.reason,
+            parked.error,
+            parked.parked_at.to_rfc3339()
+        );
+    }
+    if let Some(position) = found.position {
+        println!("position    {position} (the next offset this consumer reads)");
     }
     Ok(())
 }

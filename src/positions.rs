@@ -412,3 +412,44 @@ pub async fn kafka_offsets(
     .await
     .expect("the Kafka query does not panic")
 }
+
+/// The record at `offset` of a partition, if the topic still holds it (a
+/// client of the group that never joins it or commits: nothing moves).
+pub async fn read_record(
+    settings: &crate::kafka::KafkaSettings,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<crate::batch::InboundRecord>, rdkafka::error::KafkaError> {
+    let config = settings.consumer_config(group);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let consumer: BaseConsumer = config.create()?;
+        let (earliest, end) = consumer.fetch_watermarks(&topic, partition, timeout)?;
+        if offset < earliest || offset >= end {
+            return Ok(None);
+        }
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&topic, partition, Offset::Offset(offset))?;
+        consumer.assign(&list)?;
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(500)) {
+                Some(Ok(message)) if rdkafka::Message::offset(&message) == offset => {
+                    return Ok(Some(crate::kafka::to_record(&message)));
+                }
+                // A compacted or transactional gap: the offset holds none.
+                Some(Ok(_)) => return Ok(None),
+                Some(Err(error)) => return Err(error),
+                None => {}
+            }
+        }
+        Err(rdkafka::error::KafkaError::MessageConsumption(
+            rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+        ))
+    })
+    .await
+    .expect("the Kafka read does not panic")
+}

@@ -55,8 +55,15 @@ impl ConsumerSpec {
     /// Runs `inventory-inbox positions ARGS` with the consumer's settings;
     /// its success and its standard output and error.
     pub fn positions(&self, args: &[&str]) -> (bool, String) {
+        let (ok, out, err) = self.cli("positions", args);
+        (ok, format!("{out}{err}"))
+    }
+
+    /// Runs `inventory-inbox COMMAND ARGS` with the consumer's settings;
+    /// its success, standard output and standard error.
+    pub fn cli(&self, command: &str, args: &[&str]) -> (bool, String, String) {
         let output = Command::new(binary())
-            .arg("positions")
+            .arg(command)
             .args(args)
             .env("DATABASE_URL", &self.database_url)
             .env("KAFKA_BOOTSTRAP_SERVERS", &self.bootstrap)
@@ -64,13 +71,12 @@ impl ConsumerSpec {
             .env("KAFKA_GROUP_ID", &self.group)
             .env("INBOX_CONSUMER_NAME", &self.consumer_name)
             .output()
-            .expect("run inventory-inbox positions");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        (output.status.success(), text)
+            .unwrap_or_else(|e| panic!("run inventory-inbox {command}: {e}"));
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 
     pub fn start(&self) -> ConsumerProcess {

@@ -141,7 +141,7 @@ impl Database {
         let mut last_count: Option<Instant> = None;
         loop {
             let read = self.records_read().await?;
-            let count_due = last_count.map_or(true, |at| at.elapsed() >= DRAIN_COUNT_EVERY);
+            let count_due = last_count.is_none_or(|at| at.elapsed() >= DRAIN_COUNT_EVERY);
             if read < records && !count_due && started.elapsed() < timeout {
                 tokio::time::sleep(DRAIN_POLL).await;
                 continue;
