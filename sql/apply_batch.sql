@@ -39,7 +39,9 @@
 --   $5 kind: 'candidate' (valid, in the window, first time in the batch),
 --            'repeat' (its message id came earlier in the batch), 'parked'
 --            (invalid: $11 reason, $12 error);
---   $6 event_day, $7 message_id, $8 order_id, $9 payload fingerprint,
+--   $6 event_day, $7 message_id, $8 order_id, $9 the event's fingerprint
+--       (its JSON as parsed: the same however it is formatted), $27 the hash
+--       of its bytes (what ledger rows written before fingerprints hold),
 --   $10 for a repeat, the ordinal of the first record with its id (a
 --       record whose id came only in an earlier statement is a candidate),
 --   $13 payload (bounded), $14 headers (JSON, secrets redacted);
@@ -83,10 +85,10 @@ topic_code AS MATERIALIZED (
 record AS MATERIALIZED (
     SELECT *
     FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
-                $8::text[], $9::bigint[], $10::int[])
+                $8::text[], $9::bigint[], $10::int[], $27::bigint[])
          WITH ORDINALITY
          AS r(topic, kafka_partition, kafka_offset, kind, event_day, message_id, order_id,
-              payload_hash, first_ord, ord)
+              payload_hash, first_ord, byte_hash, ord)
     WHERE (SELECT count(*) FROM position_check) = 0
 ),
 line AS MATERIALIZED (
@@ -114,12 +116,14 @@ ledger_seen AS MATERIALIZED (
       AND p.consumer = (SELECT consumer FROM codes)
     ORDER BY p.message_id, p.event_day
 ),
--- Each candidate: a duplicate (its id in the ledger with its fingerprint), a
--- conflict (with another), else parked for an unknown SKU, else fresh; and
--- the fingerprint the ledger holds, or will hold, for its id.
+-- Each candidate: a duplicate (its id in the ledger with its fingerprint, or
+-- a row written before fingerprints with the hash of its bytes), a conflict
+-- (with another), else parked for an unknown SKU, else fresh; and the
+-- fingerprint the ledger holds, or will hold, for its id.
 verdict AS MATERIALIZED (
     SELECT r.ord,
-           CASE WHEN s.message_id IS NOT NULL AND s.payload_hash = r.payload_hash THEN 'duplicate'
+           CASE WHEN s.message_id IS NOT NULL
+                     AND s.payload_hash IN (r.payload_hash, r.byte_hash) THEN 'duplicate'
                 WHEN s.message_id IS NOT NULL THEN 'conflict'
                 WHEN u.record_ord IS NOT NULL THEN 'unknown_sku'
                 ELSE 'fresh' END AS verdict,
@@ -142,8 +146,9 @@ verdict AS MATERIALIZED (
 -- statement ends (IX002) and the consumer splits the batch before it.
 repeat_verdict AS MATERIALIZED (
     SELECT r.ord, r.first_ord,
-           CASE WHEN r.payload_hash = f.id_hash AND f.verdict = 'unknown_sku' THEN 'unknown_sku'
-                WHEN r.payload_hash = f.id_hash THEN 'duplicate'
+           CASE WHEN f.id_hash IN (r.payload_hash, r.byte_hash)
+                     AND f.verdict = 'unknown_sku' THEN 'unknown_sku'
+                WHEN f.id_hash IN (r.payload_hash, r.byte_hash) THEN 'duplicate'
                 WHEN f.verdict = 'unknown_sku' THEN 'split'
                 ELSE 'conflict' END AS verdict
     FROM record r

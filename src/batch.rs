@@ -29,7 +29,13 @@ pub struct InboundRecord {
 }
 
 impl InboundRecord {
-    /// The ledger's fingerprint of this record's payload.
+    /// The ledger's fingerprint of this record's event (its JSON as parsed).
+    pub fn fingerprint(&self) -> i64 {
+        event::fingerprint(self.payload.as_deref().unwrap_or_default())
+    }
+
+    /// The hash of this record's bytes, which ledger rows written before
+    /// fingerprints hold.
     pub fn payload_hash(&self) -> i64 {
         event::payload_hash(self.payload.as_deref().unwrap_or_default())
     }

@@ -419,15 +419,89 @@ fn truncate(text: &str) -> &str {
     }
 }
 
-/// A stable 64-bit FNV-1a hash of the payload, stored in the ledger so that a
-/// redelivery (same bytes) can be told from an id reused for another payload.
+/// A stable 64-bit FNV-1a hash of the payload's bytes. The ledger's rows
+/// written before fingerprints were of the parsed event hold this; a
+/// redelivery is still compared with it (docs/design.md#outcomes).
 pub fn payload_hash(payload: &[u8]) -> i64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash = payload.iter().fold(OFFSET_BASIS, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    });
-    hash as i64
+    Fnv::default().bytes(payload).0 as i64
+}
+
+/// The fingerprint the ledger keeps of an event: a hash of its JSON as
+/// parsed, the same however the producer wrote it out (key order, spacing,
+/// escapes, `2.0` for `2`), different when any field's value differs. So a
+/// redelivery re-serialized by its producer is a duplicate, and only another
+/// event under the same id a conflict. A payload that is not JSON is hashed
+/// by its bytes.
+pub fn fingerprint(payload: &[u8]) -> i64 {
+    let mut buffer = payload.to_vec();
+    let hash = match simd_json::to_borrowed_value(&mut buffer) {
+        Ok(document) => canonical(Fnv::default(), &document).0 as i64,
+        Err(_) => payload_hash(payload),
+    };
+    hash
+}
+
+/// FNV-1a, 64 bits.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn bytes(self, bytes: &[u8]) -> Fnv {
+        Fnv(bytes.iter().fold(self.0, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        }))
+    }
+
+    /// A length before the bytes, so that no two sequences of tokens feed
+    /// the same bytes.
+    fn token(self, tag: u8, bytes: &[u8]) -> Fnv {
+        self.bytes(&[tag])
+            .bytes(&(bytes.len() as u64).to_le_bytes())
+            .bytes(bytes)
+    }
+}
+
+/// Feeds a JSON value in a canonical order: object members by key, numbers
+/// by value.
+fn canonical(hash: Fnv, value: &simd_json::BorrowedValue<'_>) -> Fnv {
+    use simd_json::{BorrowedValue, StaticNode};
+    match value {
+        BorrowedValue::Static(StaticNode::Null) => hash.token(b'n', b""),
+        BorrowedValue::Static(StaticNode::Bool(b)) => hash.token(b'b', &[u8::from(*b)]),
+        BorrowedValue::Static(StaticNode::I64(n)) => {
+            hash.token(b'i', &i128::from(*n).to_le_bytes())
+        }
+        BorrowedValue::Static(StaticNode::U64(n)) => {
+            hash.token(b'i', &i128::from(*n).to_le_bytes())
+        }
+        BorrowedValue::Static(StaticNode::F64(x)) => {
+            // An integral value is the integer it equals.
+            if x.fract() == 0.0 && x.abs() < 1e18 {
+                hash.token(b'i', &(*x as i128).to_le_bytes())
+            } else {
+                hash.token(b'f', &x.to_bits().to_le_bytes())
+            }
+        }
+        BorrowedValue::String(text) => hash.token(b's', text.as_bytes()),
+        BorrowedValue::Array(items) => items.iter().fold(
+            hash.token(b'[', &(items.len() as u64).to_le_bytes()),
+            canonical,
+        ),
+        BorrowedValue::Object(members) => {
+            let mut sorted: Vec<_> = members.iter().collect();
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
+            sorted.into_iter().fold(
+                hash.token(b'{', &(members.len() as u64).to_le_bytes()),
+                |hash, (key, value)| canonical(hash.token(b'k', key.as_bytes()), value),
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -754,6 +828,27 @@ mod tests {
         for reason in ParkReason::ALL {
             assert_eq!(ParkReason::from_code(reason.as_str()), Some(reason));
         }
+    }
+
+    #[test]
+    fn a_fingerprint_is_of_the_event_not_of_its_formatting() {
+        let written = br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null,"ok":true}"#;
+        let again = br#"{ "ok" : true, "n": null, "lines": [ {"quantity": 2.0, "sku": "A"} ],
+            "order_id": "O-1", "event_id": "5d3e0c1e-0000-4000-8000-000000000001" }"#;
+        assert_eq!(fingerprint(written), fingerprint(again));
+        for other in [
+            &br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":3}],"n":null,"ok":true}"#[..],
+            br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null,"ok":false}"#,
+            br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2},{"sku":"A","quantity":2}],"n":null,"ok":true}"#,
+            br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2.5}],"n":null,"ok":true}"#,
+            br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null}"#,
+        ] {
+            assert_ne!(fingerprint(written), fingerprint(other));
+        }
+        // A string is never taken for the number it spells, nor two keys for one.
+        assert_ne!(fingerprint(br#"{"a":"1"}"#), fingerprint(br#"{"a":1}"#));
+        assert_ne!(fingerprint(br#"{"ab":"c"}"#), fingerprint(br#"{"a":"bc"}"#));
+        assert_eq!(fingerprint(b"not json"), payload_hash(b"not json"));
     }
 
     #[test]

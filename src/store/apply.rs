@@ -19,8 +19,8 @@ use super::{Inbox, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 
-/// The types of `APPLY_BATCH`'s arguments, $1 to $26 (its header).
-const ARGUMENT_TYPES: [&str; 26] = [
+/// The types of `APPLY_BATCH`'s arguments, $1 to $27 (its header).
+const ARGUMENT_TYPES: [&str; 27] = [
     "text",
     "text[]",
     "int[]",
@@ -47,6 +47,7 @@ const ARGUMENT_TYPES: [&str; 26] = [
     "uuid[]",
     "boolean",
     "bytea[]",
+    "bigint[]",
 ];
 
 /// How often a batch is run again at once because a concurrent batch
@@ -462,6 +463,7 @@ impl Inbox {
             .bind(&bound.topic_ids)
             .bind(self.dlq_copies)
             .bind(&arrays.key)
+            .bind(&arrays.byte_hash)
     }
 }
 
@@ -487,7 +489,11 @@ struct BatchArrays<'a> {
     event_day: Vec<Option<NaiveDate>>,
     message_id: Vec<Option<Uuid>>,
     order_id: Vec<Option<&'a str>>,
+    /// The fingerprint of each record's event (`event::fingerprint`).
     payload_hash: Vec<Option<i64>>,
+    /// The hash of each record's bytes, as ledger rows written before
+    /// fingerprints hold it.
+    byte_hash: Vec<Option<i64>>,
     /// For a repeat, the ordinal of the first record with its id in this
     /// statement.
     first_ord: Vec<Option<i32>>,
@@ -554,7 +560,8 @@ impl<'a> BatchArrays<'a> {
                     arrays.event_day.push(Some(order.event_day()));
                     arrays.message_id.push(Some(order.message_id));
                     arrays.order_id.push(Some(&order.order_id));
-                    arrays.payload_hash.push(Some(record.payload_hash()));
+                    arrays.payload_hash.push(Some(record.fingerprint()));
+                    arrays.byte_hash.push(Some(record.payload_hash()));
                     arrays.first_ord.push(first);
                     arrays.reason.push(None);
                     arrays.error.push(None);
@@ -565,6 +572,7 @@ impl<'a> BatchArrays<'a> {
                     arrays.message_id.push(rejection.message_id);
                     arrays.order_id.push(None);
                     arrays.payload_hash.push(None);
+                    arrays.byte_hash.push(None);
                     arrays.first_ord.push(None);
                     arrays.reason.push(Some(rejection.reason.as_str()));
                     arrays

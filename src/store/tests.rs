@@ -737,3 +737,101 @@ async fn an_explained_batch_is_applied_and_its_steps_timed_with_either_plan(pool
         4
     );
 }
+
+/// The same event written out again by its producer: other key order, other
+/// spacing, an escaped character.
+fn reserialized(event: &OrderPlaced) -> Vec<u8> {
+    let line = &event.lines[0];
+    format!(
+        "{{ \"lines\" : [ {{\"quantity\": {}, \"sku\": \"{}\"}} ],\n  \"order_id\": \"{}\",\
+         \"schema_version\": {}, \"occurred_at\": \"{}\", \"event_type\": \"Order\\u0050laced\",\
+         \"event_id\": \"{}\" }}",
+        line.quantity,
+        line.sku,
+        event.order_id,
+        crate::event::SCHEMA_VERSION,
+        event
+            .occurred_at
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        event.message_id
+    )
+    .into_bytes()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_redelivery_formatted_otherwise_is_a_duplicate_and_another_value_a_conflict(
+    pool: PgPool,
+) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let original = order("O-1", "SKU-A", 2);
+    inbox
+        .apply(&records(&[original.clone()]), None)
+        .await
+        .expect("applied");
+    let mut again = records(&[original.clone()]);
+    again[0].offset = 1;
+    again[0].payload = Some(reserialized(&original));
+    assert_ne!(again[0].payload.as_deref(), Some(&original.to_json()[..]));
+    // Also within one batch: the first delivery's exact bytes, then the
+    // re-serialized one.
+    let second = order("O-2", "SKU-A", 3);
+    let mut pair = records(&[second.clone(), second.clone()]);
+    pair[0].offset = 2;
+    pair[1].offset = 3;
+    pair[1].payload = Some(reserialized(&second));
+    again.extend(pair);
+    let outcome = inbox.apply(&again, None).await.expect("applied");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.duplicates,
+            outcome.newly_parked.len()
+        ),
+        (1, 2, 0),
+        "{outcome:?}"
+    );
+
+    let mut changed = original.clone();
+    changed.lines[0].quantity = 3;
+    let mut conflict = records(&[changed]);
+    conflict[0].offset = 4;
+    conflict[0].payload = Some(reserialized(&conflict_event(&original)));
+    let outcome = inbox.apply(&conflict, None).await.expect("applied");
+    assert_eq!(outcome.newly_parked.len(), 1);
+    assert_eq!(outcome.newly_parked[0].reason, ParkReason::EventIdConflict);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved::bigint FROM inventory_stock").await,
+        5
+    );
+}
+
+/// `event` with another quantity under the same id.
+fn conflict_event(event: &OrderPlaced) -> OrderPlaced {
+    let mut changed = event.clone();
+    changed.lines[0].quantity += 1;
+    changed
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let original = order("O-1", "SKU-A", 2);
+    inbox
+        .apply(&records(&[original.clone()]), None)
+        .await
+        .expect("applied");
+    // As a ledger row written before fingerprints were of the parsed event.
+    sqlx::query("UPDATE processed_inbox SET payload_hash = $1")
+        .bind(crate::event::payload_hash(&original.to_json()))
+        .execute(&pool)
+        .await
+        .expect("old fingerprint");
+    let mut again = records(&[original.clone()]);
+    again[0].offset = 1;
+    let outcome = inbox.apply(&again, None).await.expect("applied");
+    assert_eq!(
+        (outcome.duplicates, outcome.newly_parked.len()),
+        (1, 0),
+        "{outcome:?}"
+    );
+}
