@@ -765,10 +765,10 @@ async fn a_redelivery_formatted_otherwise_is_a_duplicate_and_another_value_a_con
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let original = order("O-1", "SKU-A", 2);
     inbox
-        .apply(&records(&[original.clone()]), None)
+        .apply(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
-    let mut again = records(&[original.clone()]);
+    let mut again = records(std::slice::from_ref(&original));
     again[0].offset = 1;
     again[0].payload = Some(reserialized(&original));
     assert_ne!(again[0].payload.as_deref(), Some(&original.to_json()[..]));
@@ -817,7 +817,7 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let original = order("O-1", "SKU-A", 2);
     inbox
-        .apply(&records(&[original.clone()]), None)
+        .apply(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
     // As a ledger row written before fingerprints were of the parsed event.
@@ -826,7 +826,7 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
         .execute(&pool)
         .await
         .expect("old fingerprint");
-    let mut again = records(&[original.clone()]);
+    let mut again = records(std::slice::from_ref(&original));
     again[0].offset = 1;
     let outcome = inbox.apply(&again, None).await.expect("applied");
     assert_eq!(
