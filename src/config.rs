@@ -53,10 +53,31 @@ pub enum Command {
         #[command(subcommand)]
         command: PositionsCommand,
     },
+    /// The poison breaker (`INBOX_POISON_BREAKER_*`): whether it holds
+    /// consumption, and resuming it.
+    Breaker {
+        #[command(subcommand)]
+        command: BreakerCommand,
+    },
     /// What the database holds of one event, order or record: its ledger
     /// row, order lines, parked rows, the partition's position, and the
     /// verdict in one line (docs/runbook.md).
     Inspect(InspectArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BreakerCommand {
+    /// Whether the breaker holds consumption, since when and why.
+    Status {
+        #[command(flatten)]
+        target: ParkedTarget,
+    },
+    /// Resume consumption: every consumer held by the breaker takes records
+    /// again within seconds, from where it stopped.
+    Resume {
+        #[command(flatten)]
+        target: ParkedTarget,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +139,13 @@ pub enum OffsetTarget {
     Earliest,
     /// The partition's end: a skip of everything not read yet.
     Latest,
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err("expected a share greater than 0 and at most 1 (1: never)".into()),
+    }
 }
 
 fn parse_offset(text: &str) -> Result<OffsetTarget, String> {
@@ -420,6 +448,23 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub maintenance_interval_seconds: u64,
 
+    /// Parked records in a row that pause consumption until an operator
+    /// runs `inventory-inbox breaker resume` (0: never). A healthy stream
+    /// parks one record in hundreds; a broken producer parks every one.
+    #[arg(long, env = "INBOX_POISON_BREAKER_CONSECUTIVE", default_value_t = 1000)]
+    pub poison_breaker_consecutive: u64,
+
+    /// Share of the last INBOX_POISON_BREAKER_WINDOW records parked that
+    /// pauses consumption likewise (1: never).
+    #[arg(long, env = "INBOX_POISON_BREAKER_SHARE", default_value_t = 0.5,
+          value_parser = parse_share)]
+    pub poison_breaker_share: f64,
+
+    /// Records the share is taken over.
+    #[arg(long, env = "INBOX_POISON_BREAKER_WINDOW", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub poison_breaker_window: u64,
+
     /// Transaction strategy.
     #[arg(long, env = "INBOX_STRATEGY", value_enum, default_value_t = Strategy::Batch)]
     pub strategy: Strategy,
@@ -463,6 +508,14 @@ impl RunArgs {
 
     pub fn lanes_from_round_trip(&self) -> Duration {
         Duration::from_millis(self.lanes_from_round_trip_ms)
+    }
+
+    pub fn poison_breaker(&self) -> crate::breaker::BreakerSettings {
+        crate::breaker::BreakerSettings {
+            consecutive: self.poison_breaker_consecutive,
+            share: self.poison_breaker_share,
+            window: self.poison_breaker_window as usize,
+        }
     }
 
     pub fn maintenance_interval(&self) -> Duration {

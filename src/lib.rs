@@ -17,6 +17,7 @@
 //! - [`window`]: the dedup window, the days with a ledger partition (pure).
 //! - [`batch`]: a poll's records classified, and their offsets (pure).
 //! - [`parked`]: what a parked record keeps, secrets redacted (pure).
+//! - [`breaker`]: the poison breaker, fed each record's fate (pure).
 //! - [`store`]: the one statement per batch (one round trip), migrations,
 //!   maintenance.
 //! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
@@ -28,6 +29,7 @@
 //! - [`service`]: start-up wiring of `inventory-inbox run`.
 
 pub mod batch;
+pub mod breaker;
 pub mod config;
 pub mod event;
 pub mod inspect;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use inventory_inbox::config::{
-    self, Cli, Command, InspectArgs, OffsetTarget, ParkedCommand, PositionsCommand,
+    self, BreakerCommand, Cli, Command, InspectArgs, OffsetTarget, ParkedCommand, PositionsCommand,
 };
 use inventory_inbox::inspect::{self, Subject};
 use inventory_inbox::positions;
@@ -106,6 +106,42 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
         Command::Parked { command } => parked(command).await?,
         Command::Positions { command } => positions_command(command).await?,
         Command::Inspect(args) => inspect_command(args).await?,
+        Command::Breaker { command } => breaker_command(command).await?,
+    }
+    Ok(())
+}
+
+async fn breaker_command(command: BreakerCommand) -> anyhow::Result<()> {
+    match command {
+        BreakerCommand::Status { target } => {
+            let pool = store::connect(target.database.connection(), 1).await?;
+            match store::breaker(&pool, &target.inbox_consumer_name).await? {
+                Some(state) if state.holds() => println!(
+                    "held since {}: {}; `inventory-inbox breaker resume` resumes consumption",
+                    state.opened_at.to_rfc3339(),
+                    state.reason
+                ),
+                Some(state) => println!(
+                    "not held; last opened at {} ({}), resumed at {} by {}",
+                    state.opened_at.to_rfc3339(),
+                    state.reason,
+                    state.resumed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                    state.resumed_by.as_deref().unwrap_or("?")
+                ),
+                None => println!("not held; never opened"),
+            }
+        }
+        BreakerCommand::Resume { target } => {
+            let pool = store::connect(target.database.connection(), 1).await?;
+            match store::resume_breaker(&pool, &target.inbox_consumer_name).await? {
+                Some(state) => println!(
+                    "resumed (held since {}: {}); the consumers take records again within seconds",
+                    state.opened_at.to_rfc3339(),
+                    state.reason
+                ),
+                None => println!("not held; nothing to resume"),
+            }
+        }
     }
     Ok(())
 }

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub id_conflicts: IntCounter,
     pub position_gaps: IntCounter,
     pub topic_retention: IntGauge,
+    /// 1 while the poison breaker holds consumption.
+    pub poison_breaker_open: IntGauge,
     /// Health flags read by `/readyz`.
     pub readiness: Arc<Readiness>,
 }
@@ -78,6 +80,8 @@ pub struct Readiness {
     /// The consumer returned errors instead of records several times in a
     /// row (e.g. a fetch that fails on the same offset again and again).
     pub consume_failing: AtomicBool,
+    /// The poison breaker holds consumption until an operator resumes it.
+    pub breaker_open: AtomicBool,
 }
 
 impl Readiness {
@@ -86,6 +90,7 @@ impl Readiness {
             && self.database_reachable.load(Ordering::Relaxed)
             && !self.draining.load(Ordering::Relaxed)
             && !self.consume_failing.load(Ordering::Relaxed)
+            && !self.breaker_open.load(Ordering::Relaxed)
     }
 }
 
@@ -215,6 +220,17 @@ impl Metrics {
                 let g = IntGauge::new(
                     "inbox_topic_retention_seconds",
                     "The source topic's retention.ms, in seconds (-1: unlimited or unknown).",
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("registered once");
+                g
+            },
+            poison_breaker_open: {
+                let g = IntGauge::new(
+                    "inbox_poison_breaker_open",
+                    "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
                 )
                 .expect("valid metric");
                 registry
@@ -372,14 +388,15 @@ pub async fn serve(
                     "503 Service Unavailable",
                     "text/plain",
                     format!(
-                        "not ready: partitions_assigned={} database_reachable={} draining={} consume_failing={}\n",
+                        "not ready: partitions_assigned={} database_reachable={} draining={} consume_failing={} poison_breaker_open={}\n",
                         metrics
                             .readiness
                             .partitions_assigned
                             .load(Ordering::Relaxed),
                         metrics.readiness.database_reachable.load(Ordering::Relaxed),
                         metrics.readiness.draining.load(Ordering::Relaxed),
-                        metrics.readiness.consume_failing.load(Ordering::Relaxed)
+                        metrics.readiness.consume_failing.load(Ordering::Relaxed),
+                        metrics.readiness.breaker_open.load(Ordering::Relaxed)
                     ),
                 ),
                 _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),

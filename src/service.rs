@@ -238,6 +238,7 @@ async fn consume(
             lanes: args.lanes(),
             lanes_from_round_trip: args.lanes_from_round_trip(),
             replaces_fenced,
+            poison_breaker: args.poison_breaker(),
         },
         telemetry: telemetry.clone(),
         group: args.kafka_group_id.clone(),

@@ -200,7 +200,7 @@ impl Pipeline {
     /// Sleeps for `duration` while serving the consumer (heartbeats are
     /// librdkafka's, but rebalances and commits are served by polling).
     /// Returns early when the consumer failed fatally.
-    async fn wait_polling(
+    pub(super) async fn wait_polling(
         &self,
         duration: Duration,
         records: &mut Vec<InboundRecord>,
@@ -304,14 +304,14 @@ impl Pipeline {
             .holding(records.iter().chain(carry.iter()));
     }
 
-    fn pause_all(&self) -> bool {
+    pub(super) fn pause_all(&self) -> bool {
         match self.consumer.assignment() {
             Ok(assignment) => self.consumer.pause(&assignment).is_ok(),
             Err(_) => false,
         }
     }
 
-    fn resume_all(&self) {
+    pub(super) fn resume_all(&self) {
         if let Ok(assignment) = self.consumer.assignment() {
             if let Err(error) = self.consumer.resume(&assignment) {
                 tracing::warn!(%error, "resume failed");

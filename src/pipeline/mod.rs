@@ -19,6 +19,9 @@
 //!   dropped: their new owner starts at the database's position.
 //! - On shutdown (draining): stop fetching, finish the round in hand,
 //!   commit synchronously, leave the group.
+//! - When too many records in a row (or too large a share) were parked, the
+//!   poison breaker holds consumption: partitions paused, polled as above,
+//!   until an operator resumes it in the database; nothing is skipped.
 //!
 //! Layout: `collect` gathers a round, `apply` runs its batches with their
 //! retries, `observe` reports each operational event (log line and metrics
@@ -37,6 +40,7 @@ use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use tokio::sync::watch;
 
 use crate::batch::{self, InboundRecord};
+use crate::breaker::{BreakerSettings, PoisonBreaker};
 use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
 use crate::metrics::Metrics;
 use crate::store::{BatchOutcome, Inbox};
@@ -58,6 +62,9 @@ const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
 /// and the DLQ copies parked rows owe are sent.
 const UPKEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// How often a held breaker is read from the database.
+const BREAKER_CHECK_EVERY: Duration = Duration::from_secs(2);
+
 /// The longest a shutdown waits for the Kafka client to close.
 const DESTROY_WAIT: Duration = Duration::from_secs(10);
 
@@ -78,6 +85,8 @@ pub struct BatchSettings {
     pub lanes_from_round_trip: Duration,
     /// This consumer replaces one that was fenced (see `service::run`).
     pub replaces_fenced: bool,
+    /// When parked records hold consumption (`breaker`).
+    pub poison_breaker: BreakerSettings,
 }
 
 /// The running consumer.
@@ -146,6 +155,8 @@ struct Poll {
     /// member wrote or read, and the DLQ copies owed; at once after a
     /// database failure.
     upkeep: tokio::time::Interval,
+    /// The fates of the records applied since the breaker last closed.
+    breaker: PoisonBreaker,
 }
 
 impl Poll {
@@ -176,8 +187,22 @@ impl Pipeline {
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 every
             },
+            breaker: PoisonBreaker::new(self.settings.poison_breaker),
         };
         let mut failpoint = FailPoint::from_env();
+        // Held by another member, or before a restart: held here too.
+        if !self.settings.poison_breaker.is_off() {
+            match self.inbox.breaker().await {
+                Ok(Some(state)) if state.holds() => {
+                    self.hold_for_operator(&state.reason, false, &mut poll)
+                        .await;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the poison breaker's state; it is read again when it trips")
+                }
+            }
+        }
         loop {
             let Some((records, started)) = self.collect(&mut poll).await else {
                 break;
@@ -200,6 +225,9 @@ impl Pipeline {
             let (records, outcome) = applied;
             if !records.is_empty() {
                 self.committed(&records, &outcome, &poll, &mut failpoint);
+                if let Some(why) = tripped(&mut poll.breaker, &records, &outcome) {
+                    self.hold_for_operator(&why, true, &mut poll).await;
+                }
             }
             if poll.stopping() {
                 break;
@@ -243,6 +271,58 @@ impl Pipeline {
         if !committed.is_empty() && !failpoint.drop_offset_commit() {
             self.commit_async(&kafka::to_list(committed.iter()));
         }
+    }
+
+    /// The poison breaker holds consumption: every assigned partition
+    /// paused (the loop keeps polling, so the member stays in its group and
+    /// what it had fetched waits in `carry`), `/readyz` unready, until an
+    /// operator resumes it (read from the database every
+    /// `BREAKER_CHECK_EVERY`) or shutdown. `opened`: this member tripped it
+    /// now (it records it), rather than finding it held.
+    async fn hold_for_operator(&self, why: &str, opened: bool, poll: &mut Poll) {
+        if opened {
+            if let Err(error) = self.inbox.open_breaker(why).await {
+                tracing::warn!(%error, "cannot record the poison breaker in the database; holding all the same");
+            }
+        }
+        tracing::error!(
+            why,
+            "poison breaker open: consumption is held until `inventory-inbox breaker resume` (the records after it wait in Kafka; none is skipped)"
+        );
+        self.metrics.poison_breaker_open.set(1);
+        self.metrics
+            .readiness
+            .breaker_open
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.pause_all();
+        let mut gone = Vec::new();
+        loop {
+            self.wait_polling(BREAKER_CHECK_EVERY, &mut Vec::new(), poll, &mut gone)
+                .await;
+            if poll.stopping() {
+                break;
+            }
+            match self.inbox.breaker().await {
+                Ok(Some(state)) if state.holds() => {}
+                Ok(state) => {
+                    tracing::info!(
+                        resumed_by = state.and_then(|s| s.resumed_by).as_deref(),
+                        "poison breaker resumed: consuming again"
+                    );
+                    break;
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "cannot read the poison breaker's state; still holding")
+                }
+            }
+        }
+        self.resume_all();
+        poll.breaker.reset();
+        self.metrics.poison_breaker_open.set(0);
+        self.metrics
+            .readiness
+            .breaker_open
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Commits every offset the database has, synchronously, and leaves the
@@ -312,6 +392,29 @@ impl Pipeline {
             _ => 1,
         }
     }
+}
+
+/// Feeds the breaker each record of a round, in poll order: parked (now or
+/// by an earlier delivery) or not. Why it opens, when it does.
+fn tripped(
+    breaker: &mut PoisonBreaker,
+    records: &[InboundRecord],
+    outcome: &BatchOutcome,
+) -> Option<String> {
+    let parked: std::collections::HashSet<(&str, i32, i64)> = outcome
+        .newly_parked
+        .iter()
+        .chain(&outcome.parked_before)
+        .map(|row| (row.topic.as_str(), row.partition, row.offset))
+        .collect();
+    let mut why = None;
+    for record in records {
+        let fate = parked.contains(&(record.topic.as_str(), record.partition, record.offset));
+        if let Some(reason) = breaker.observe(fate) {
+            why = Some(reason);
+        }
+    }
+    why
 }
 
 fn publish_parked(dlq: &Dlq, records: &[InboundRecord], outcome: &BatchOutcome) {

@@ -102,6 +102,7 @@ async fn start(inbox: Arc<Inbox>, linger: Duration) -> Running {
             lanes: 1,
             lanes_from_round_trip: Duration::ZERO,
             replaces_fenced: false,
+            poison_breaker: crate::breaker::BreakerSettings::off(),
         },
         telemetry: Telemetry::off(),
         group: "pipeline-tests".into(),

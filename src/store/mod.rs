@@ -20,15 +20,18 @@
 //! - `apply`: the batch statement, its bind arrays and outcome, bisection.
 //! - `replay`: listing and replaying parked records.
 //! - `dlq`: the DLQ copies the parked rows still owe.
+//! - `breaker`: the poison breaker's state, shared by every member.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
 mod apply;
+mod breaker;
 mod dlq;
 mod error;
 mod replay;
 mod schema;
 
 pub use apply::{BatchOutcome, Behind};
+pub use breaker::{breaker, resume_breaker, BreakerState};
 pub use error::{StoreError, RETRY_REASONS};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
