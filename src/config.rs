@@ -244,9 +244,10 @@ pub struct DatabaseArgs {
           value_parser = clap::value_parser!(i32).range(1..=3650))]
     pub inbox_parked_retention_days: i32,
 
-    /// Days after which a parked record's payload is cleared (0: kept until
-    /// the row is deleted).
-    #[arg(long, env = "INBOX_PARKED_PAYLOAD_DAYS", default_value_t = 0,
+    /// Days after which a parked record's payload (order data) is cleared,
+    /// its row kept until INBOX_PARKED_RETENTION_DAYS (0: kept as long as
+    /// the row). A week: time to fix the cause and replay it.
+    #[arg(long, env = "INBOX_PARKED_PAYLOAD_DAYS", default_value_t = 7,
           value_parser = clap::value_parser!(i32).range(0..=3650))]
     pub inbox_parked_payload_days: i32,
 
@@ -365,6 +366,17 @@ const CLASSIC_ONLY_PROPERTIES: [&str; 3] = [
     "heartbeat.interval.ms",
 ];
 
+/// What a DLQ copy carries of the record's payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DlqPayload {
+    /// The payload as received: a reader of the DLQ can fix and re-send it.
+    Full,
+    /// No payload (the order data stays in the database, under
+    /// INBOX_PARKED_PAYLOAD_DAYS): the copy says where the record was and
+    /// why it was parked, header `inbox.payload: omitted`.
+    Omit,
+}
+
 /// How records are grouped into transactions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Strategy {
@@ -442,6 +454,11 @@ pub struct RunArgs {
     /// Topic receiving copies of parked records; empty disables it.
     #[arg(long, env = "DLQ_TOPIC", default_value = "orders.placed.v1.dlq")]
     pub dlq_topic: String,
+
+    /// What a DLQ copy carries of the payload: `full`, or `omit` where
+    /// order data must not be copied beyond the database.
+    #[arg(long, env = "DLQ_PAYLOAD", value_enum, default_value_t = DlqPayload::Full)]
+    pub dlq_payload: DlqPayload,
 
     /// Seconds between the maintenance runs inside `run` (docs/design.md#the-dedup-window: hourly).
     #[arg(long, env = "INBOX_MAINTENANCE_INTERVAL_SECONDS", default_value_t = 3600,

@@ -710,6 +710,8 @@ pub mod dlq_headers {
     pub const SOURCE_OFFSET: &str = "inbox.source.offset";
     /// The trace id of the batch span that parked it (tracing on).
     pub const TRACE_ID: &str = "inbox.trace_id";
+    /// `omitted` when the copy carries no payload (`DLQ_PAYLOAD=omit`).
+    pub const PAYLOAD: &str = "inbox.payload";
 }
 
 /// Copies of parked records to the DLQ topic. The `inbox_parked` table is
@@ -721,6 +723,8 @@ pub struct Dlq {
     topic: String,
     /// Counts the copies that fail (`inbox_dlq_publish_failures_total`).
     metrics: Metrics,
+    /// Copies without the payload (`DLQ_PAYLOAD=omit`).
+    omit_payload: bool,
     /// The parked rows whose copies are on their way, and those the topic
     /// confirmed and the database does not know yet.
     copies: std::sync::Arc<Mutex<Copies>>,
@@ -734,7 +738,12 @@ struct Copies {
 }
 
 impl Dlq {
-    pub fn new(settings: &KafkaSettings, topic: String, metrics: Metrics) -> KafkaResult<Self> {
+    pub fn new(
+        settings: &KafkaSettings,
+        topic: String,
+        metrics: Metrics,
+        omit_payload: bool,
+    ) -> KafkaResult<Self> {
         let producer = settings
             .client_config()
             .set("linger.ms", "5")
@@ -745,6 +754,7 @@ impl Dlq {
             producer,
             topic,
             metrics,
+            omit_payload,
             copies: Default::default(),
         })
     }
@@ -808,6 +818,10 @@ impl Dlq {
                 row.trace_id
                     .as_deref()
                     .map(|id| (dlq_headers::TRACE_ID, id)),
+            )
+            .chain(
+                self.omit_payload
+                    .then_some((dlq_headers::PAYLOAD, "omitted")),
             ) {
                 headers = headers.insert(KafkaHeader {
                     key,
@@ -815,7 +829,7 @@ impl Dlq {
                 });
             }
             let mut copy = FutureRecord::<[u8], [u8]>::to(&self.topic).headers(headers);
-            if let Some(payload) = record.payload.as_deref() {
+            if let Some(payload) = record.payload.as_deref().filter(|_| !self.omit_payload) {
                 copy = copy.payload(payload);
             }
             if let Some(key) = record.key.as_deref() {

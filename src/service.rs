@@ -216,7 +216,12 @@ async fn consume(
     consumer.subscribe(&[&args.kafka_topic])?;
     let dlq = match args.dlq_topic.trim() {
         "" => None,
-        topic => Some(Dlq::new(kafka, topic.to_owned(), metrics.clone())?),
+        topic => Some(Dlq::new(
+            kafka,
+            topic.to_owned(),
+            metrics.clone(),
+            args.dlq_payload == crate::config::DlqPayload::Omit,
+        )?),
     };
     tracing::info!(
         topic = %args.kafka_topic,

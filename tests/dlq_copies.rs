@@ -122,3 +122,69 @@ async fn a_committed_batch_whose_answer_was_lost_is_counted_and_copied() {
     consumer.stop().await;
     assert_eq!(db.reserved("SKU-1").await, 46);
 }
+
+/// With `DLQ_PAYLOAD=omit` a copy says where the record was and why it was
+/// parked, but carries no order data; the parked row keeps the payload.
+#[tokio::test]
+async fn a_copy_without_the_payload_when_told_to_omit_it() {
+    let topic = fresh_topic(1).await;
+    let dlq = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    produce(
+        &producer(),
+        &topic,
+        &[Outgoing::raw("BAD-1", b"{\"customer\": \"Ada\", not json")],
+    )
+    .await;
+    let mut spec = ConsumerSpec::new(&db, &topic);
+    spec.dlq_topic = dlq.clone();
+    let consumer = spec.env("DLQ_PAYLOAD", "omit").start();
+    let owed = "SELECT count(*) FROM inbox_parked WHERE dlq_sent_at IS NULL";
+    wait_until(Duration::from_secs(60), "the copy sent", || async {
+        db.count("SELECT count(*) FROM inbox_parked").await == 1 && db.count(owed).await == 0
+    })
+    .await;
+    consumer.stop().await;
+
+    use rdkafka::message::{Headers, Message};
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", KAFKA)
+        .set("group.id", unique("dlq-reader"))
+        .create()
+        .expect("client");
+    let mut partition = rdkafka::TopicPartitionList::new();
+    partition
+        .add_partition_offset(&dlq, 0, rdkafka::Offset::Beginning)
+        .expect("partition");
+    reader.assign(&partition).expect("assign");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let copy = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no copy on the DLQ topic"
+        );
+        match reader.poll(Duration::from_secs(1)) {
+            Some(Ok(message)) => break message.detach(),
+            Some(Err(error)) => panic!("reading the DLQ: {error}"),
+            None => {}
+        }
+    };
+    assert_eq!(copy.payload(), None, "no order data in the copy");
+    let headers = copy.headers().expect("headers");
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|h| h.key == name)
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(header("inbox.payload").as_deref(), Some("omitted"));
+    assert_eq!(header("inbox.reason").as_deref(), Some("malformed_json"));
+    assert_eq!(header("inbox.source.offset").as_deref(), Some("0"));
+    assert_eq!(
+        db.count("SELECT count(*) FROM inbox_parked WHERE payload IS NOT NULL")
+            .await,
+        1,
+        "the database keeps it"
+    );
+}
