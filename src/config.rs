@@ -81,7 +81,7 @@ pub enum BreakerCommand {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("subject").required(true).args(["event", "order", "record"])))]
+#[command(group(clap::ArgGroup::new("subject").required(true).args(["event", "order", "offset"])))]
 pub struct InspectArgs {
     #[command(flatten)]
     pub run: Box<RunArgs>,
@@ -91,9 +91,10 @@ pub struct InspectArgs {
     /// An order, by its order id.
     #[arg(long, value_name = "ID")]
     pub order: Option<String>,
-    /// A record of the topic, read back from Kafka if it still holds it.
+    /// A record of the topic, by its position, read back from Kafka while
+    /// the topic holds it.
     #[arg(long, value_name = "PARTITION:OFFSET", value_parser = crate::inspect::parse_record)]
-    pub record: Option<(i32, i64)>,
+    pub offset: Option<(i32, i64)>,
     /// One JSON object.
     #[arg(long)]
     pub json: bool,

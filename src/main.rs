@@ -148,7 +148,7 @@ async fn breaker_command(command: BreakerCommand) -> anyhow::Result<()> {
 
 async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
     let run = &args.run;
-    let subject = match (&args.event, &args.order, args.record) {
+    let subject = match (&args.event, &args.order, args.offset) {
         (Some(id), _, _) => Subject::Event(*id),
         (_, Some(order), _) => Subject::Order(order.clone()),
         (_, _, Some((partition, offset))) => {
@@ -180,7 +180,7 @@ async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
                 message_id,
             }
         }
-        (None, None, None) => unreachable!("clap requires one of --event, --order, --record"),
+        (None, None, None) => unreachable!("clap requires one of --event, --order, --offset"),
     };
     let pool = store::connect(run.database.connection(), 1).await?;
     let found =

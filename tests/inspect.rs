@@ -61,14 +61,14 @@ async fn an_event_an_order_and_a_record_are_answered_from_the_database() {
         "{found}"
     );
 
-    let found = inspected(&spec, &["--record", "0:1"]);
+    let found = inspected(&spec, &["--offset", "0:1"]);
     assert!(
         verdict(&found).contains(&format!("a redelivery of event {event}")),
         "{found}"
     );
     assert_eq!(found["position"], 4);
 
-    let found = inspected(&spec, &["--record", "0:3"]);
+    let found = inspected(&spec, &["--offset", "0:3"]);
     assert!(
         verdict(&found).contains("parked as malformed_json"),
         "{found}"
@@ -85,7 +85,7 @@ async fn an_event_an_order_and_a_record_are_answered_from_the_database() {
     );
 
     // A malformed position is a one-line error naming the flag.
-    let (ok, _, err) = spec.cli("inspect", &["--record", "four"]);
-    assert!(!ok && err.contains("--record"), "{err}");
+    let (ok, _, err) = spec.cli("inspect", &["--offset", "four"]);
+    assert!(!ok && err.contains("--offset"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -10,7 +10,6 @@ use chrono::Utc;
 use common::*;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Headers;
 use rdkafka::Message;
 use sqlx::Row;
 
@@ -179,14 +178,8 @@ async fn every_outcome_leaves_exactly_its_effect() {
             .await
             .expect("DLQ copies within 30 s")
             .unwrap();
-        let headers = message.headers().expect("DLQ headers");
-        let header = |name: &str| {
-            headers
-                .iter()
-                .find(|h| h.key == name)
-                .and_then(|h| h.value)
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        };
+        assert!(message.headers().is_some(), "DLQ headers");
+        let header = |name: &str| header_text(&message, name);
         assert_eq!(
             header("inbox.source.topic").as_deref(),
             Some(topic.as_str())

@@ -296,3 +296,15 @@ pub fn delete_records_before(topic: &str, before: &[(i32, i64)]) {
         "DeleteRecords failed: {message}"
     );
 }
+
+/// The text of a record's header `name`, when it has one.
+#[allow(dead_code)]
+pub fn header_text<M: rdkafka::Message>(message: &M, name: &str) -> Option<String> {
+    use rdkafka::message::Headers;
+    message
+        .headers()?
+        .iter()
+        .find(|h| h.key == name)
+        .and_then(|h| h.value)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}

@@ -33,6 +33,16 @@ pub struct CeilingArgs {
     /// Records per transaction.
     #[arg(long, default_value_t = 100)]
     batch_size: usize,
+    #[command(flatten)]
+    skus: SkuMix,
+    /// Where to write {"events", "seconds", "events_per_second"}.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+}
+
+/// The SKUs the fresh events of `db-ceiling` and `profile` name.
+#[derive(Debug, Args)]
+pub struct SkuMix {
     /// Seeded SKUs.
     #[arg(long, default_value_t = 1000)]
     skus: usize,
@@ -41,21 +51,26 @@ pub struct CeilingArgs {
     hot_skus: usize,
     #[arg(long, default_value_t = 0.5)]
     hot_share: f64,
-    /// Where to write {"events", "seconds", "events_per_second"}.
-    #[arg(long, value_name = "FILE.json")]
-    report: Option<PathBuf>,
+}
+
+impl SkuMix {
+    /// Fresh events only: no duplicates, no poison.
+    pub fn fresh(&self) -> Result<MixConfig> {
+        let mix = MixConfig {
+            duplicate_ratio: 0.0,
+            poison_ratio: 0.0,
+            skus: self.skus,
+            hot_skus: self.hot_skus,
+            hot_share: self.hot_share,
+            event_day_offset: 0,
+        };
+        mix.validate().map_err(|e| anyhow!(e))?;
+        Ok(mix)
+    }
 }
 
 pub async fn db_ceiling(args: CeilingArgs) -> Result<bool> {
-    let mix = MixConfig {
-        duplicate_ratio: 0.0,
-        poison_ratio: 0.0,
-        skus: args.skus,
-        hot_skus: args.hot_skus,
-        hot_share: args.hot_share,
-        event_day_offset: 0,
-    };
-    mix.validate().map_err(|e| anyhow!(e))?;
+    let mix = args.skus.fresh()?;
     let result = measure(
         &args.database_url,
         &args.consumer_name,
@@ -132,11 +147,6 @@ async fn measure(
     events: u64,
     batch_size: usize,
 ) -> Result<Ceiling> {
-    let mix = MixConfig {
-        duplicate_ratio: 0.0,
-        poison_ratio: 0.0,
-        ..mix
-    };
     let today = Utc::now().date_naive();
     let database = Database::connect(database_url, consumer, "db-ceiling", (today, today)).await?;
     database.seed(&mix.sku_names()).await?;

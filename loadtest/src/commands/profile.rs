@@ -19,9 +19,8 @@ use clap::Args;
 use inventory_inbox::store::{self, Inbox};
 use serde_json::Value;
 
-use crate::commands::db_ceiling::fresh_records;
+use crate::commands::db_ceiling::{fresh_records, SkuMix};
 use crate::probes::database::Database;
-use crate::workload::generate::MixConfig;
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -39,14 +38,8 @@ pub struct ProfileArgs {
     batches: usize,
     #[arg(long, default_value_t = 5)]
     warmup: usize,
-    /// Seeded SKUs.
-    #[arg(long, default_value_t = 1000)]
-    skus: usize,
-    /// SKUs receiving --hot-share of the lines.
-    #[arg(long, default_value_t = 10)]
-    hot_skus: usize,
-    #[arg(long, default_value_t = 0.5)]
-    hot_share: f64,
+    #[command(flatten)]
+    skus: SkuMix,
     /// Where to write the table as JSON.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
@@ -75,15 +68,7 @@ pub async fn profile(args: ProfileArgs) -> Result<bool> {
     if args.sizes.is_empty() || args.sizes.contains(&0) || args.batches == 0 {
         return Err(anyhow!("--sizes must be positive and --batches at least 1"));
     }
-    let mix = MixConfig {
-        duplicate_ratio: 0.0,
-        poison_ratio: 0.0,
-        skus: args.skus,
-        hot_skus: args.hot_skus,
-        hot_share: args.hot_share,
-        event_day_offset: 0,
-    };
-    mix.validate().map_err(|e| anyhow!(e))?;
+    let mix = args.skus.fresh()?;
     let today = Utc::now().date_naive();
     let database = Database::connect(
         &args.database_url,
