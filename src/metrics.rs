@@ -111,6 +111,13 @@ impl Metrics {
                 .expect("registered once");
             c
         };
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("registered once");
+            g
+        };
         let histogram = |name: &str, help: &str, buckets: &[f64]| {
             let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
                 .expect("valid metric");
@@ -216,28 +223,14 @@ impl Metrics {
                 "inbox_position_gap_records_total",
                 "Records the database has no position past that the topic no longer holds (retention deleted them before a restored database could re-read them).",
             ),
-            topic_retention: {
-                let g = IntGauge::new(
-                    "inbox_topic_retention_seconds",
-                    "The source topic's retention.ms, in seconds (-1: unlimited or unknown).",
-                )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("registered once");
-                g
-            },
-            poison_breaker_open: {
-                let g = IntGauge::new(
-                    "inbox_poison_breaker_open",
-                    "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
-                )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("registered once");
-                g
-            },
+            topic_retention: gauge(
+                "inbox_topic_retention_seconds",
+                "The source topic's retention.ms, in seconds (-1: unlimited or unknown).",
+            ),
+            poison_breaker_open: gauge(
+                "inbox_poison_breaker_open",
+                "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
+            ),
             readiness: Arc::new(Readiness::default()),
             registry,
         };
