@@ -149,11 +149,48 @@ impl TestDb {
     /// Puts a snapshot back in place of the database (a restore): what was
     /// committed since is gone. No consumer may be connected.
     pub async fn restore(&self, snapshot: &str) {
-        self.admin(&[
-            format!("DROP DATABASE {} WITH (FORCE)", self.name),
-            format!("CREATE DATABASE {} TEMPLATE {snapshot}", self.name),
-        ])
+        // DROP ... WITH (FORCE) ends the consumers' sessions, but not an
+        // autovacuum worker's: PostgreSQL refuses the owner role that
+        // ("must be a member of the role whose process is being
+        // terminated"). So it waits until no worker is on the database, and
+        // tries again should one have started in between.
+        let drop = format!("DROP DATABASE {} WITH (FORCE)", self.name);
+        for attempt in 1.. {
+            self.without_autovacuum().await;
+            match self.try_admin(std::slice::from_ref(&drop)).await {
+                Ok(()) => break,
+                Err(error) if error.contains("pg_signal_backend") && attempt < 20 => {}
+                Err(error) => panic!("{error}"),
+            }
+        }
+        self.admin(&[format!("CREATE DATABASE {} TEMPLATE {snapshot}", self.name)])
+            .await;
+    }
+
+    /// Waits until no autovacuum worker works on the database.
+    async fn without_autovacuum(&self) {
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(ADMIN_URL)
+            .await
+            .expect("connect to PostgreSQL as the owner role");
+        wait_until(
+            Duration::from_secs(60),
+            "no autovacuum worker on the database",
+            || async {
+                let workers: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = $1 AND backend_type = 'autovacuum worker'",
+                )
+                .bind(&self.name)
+                .fetch_one(&admin)
+                .await
+                .expect("pg_stat_activity");
+                workers == 0
+            },
+        )
         .await;
+        admin.close().await;
     }
 
     async fn try_admin(&self, statements: &[String]) -> Result<(), String> {
