@@ -107,14 +107,57 @@ unknown_sku AS MATERIALIZED (
 ),
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
 --    (its primary key leads with the id): an id is applied once within the
---    window, whatever day its event time names.
+--    window, whatever day its event time names. Today and yesterday are
+--    looked up in full (and only they: the other partitions are pruned when
+--    the statement starts); a closed day (older) only for the ids its filter
+--    may hold, or for every id while it has no filter or one that missed a
+--    late write (docs/design.md#the-filter-of-closed-days). A clean filter of
+--    a day that held no id rules out every id.
+probe_id AS MATERIALIZED (
+    SELECT message_id, uuid_hash_extended(message_id, 0) AS h1,
+           uuid_hash_extended(message_id, 1) AS h2
+    FROM record
+    WHERE kind = 'candidate'
+),
+closed_day AS MATERIALIZED (
+    SELECT f.event_day, nullif(f.chunks, 0) AS chunks,
+           f.built_writes IS NOT NULL AND f.built_writes = f.late_writes AS filtered
+    FROM inbox_ledger_filter f
+    WHERE f.event_day < inbox_today() - 1
+      AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.chunks > 0)
+),
+closed_probe AS MATERIALIZED (
+    SELECT i.message_id, d.event_day
+    FROM probe_id i
+    CROSS JOIN closed_day d
+    WHERE NOT d.filtered
+    UNION ALL
+    SELECT i.message_id, d.event_day
+    FROM probe_id i
+    CROSS JOIN closed_day d
+    JOIN inbox_ledger_filter_chunk c
+      ON c.event_day = d.event_day AND c.chunk = (i.h1 & 2147483647) % d.chunks
+    WHERE d.filtered AND inbox_filter_may_hold(c.bits, i.h1, i.h2)
+),
 ledger_seen AS MATERIALIZED (
-    SELECT DISTINCT ON (p.message_id) p.message_id, p.payload_hash,
-           p.topic, p.kafka_partition, p.kafka_offset
-    FROM processed_inbox p
-    WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM record WHERE kind = 'candidate'))
-      AND p.consumer = (SELECT consumer FROM codes)
-    ORDER BY p.message_id, p.event_day
+    SELECT DISTINCT ON (s.message_id) s.message_id, s.payload_hash,
+           s.topic, s.kafka_partition, s.kafka_offset
+    FROM (SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
+                 p.event_day
+          FROM processed_inbox p
+          WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
+            AND p.consumer = (SELECT consumer FROM codes)
+            AND p.event_day >= inbox_today() - 1
+          UNION ALL
+          SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
+                 p.event_day
+          FROM closed_probe o
+          JOIN LATERAL (SELECT *
+                        FROM processed_inbox x
+                        WHERE x.message_id = o.message_id
+                          AND x.consumer = (SELECT consumer FROM codes)
+                          AND x.event_day = o.event_day) AS p ON true) AS s
+    ORDER BY s.message_id, s.event_day
 ),
 -- Each candidate: a duplicate (its id in the ledger with its fingerprint, or
 -- a row written before fingerprints with the hash of its bytes), a conflict

@@ -83,6 +83,15 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             } else {
                 println!("another instance holds the maintenance lock; nothing done");
             }
+            while let Some(built) = store::build_next_filter(&pool).await? {
+                println!(
+                    "ledger filter of {} built: {} ids, {} chunks, {} ms",
+                    built.day,
+                    built.ids,
+                    built.chunks,
+                    built.took.as_millis()
+                );
+            }
             let compacted = store::compact(&pool).await?;
             if !compacted.owner {
                 println!("indexes of closed days: not compacted (only the tables' owner may)");

@@ -380,6 +380,24 @@ async fn maintain_periodically(
                 tracing::warn!(%error, "maintenance failed; tried again at the next interval")
             }
         }
+        // The filters of closed days, one day at a time, until all are
+        // built or the service stops.
+        while !*finished.borrow() {
+            match store::build_next_filter(&pool).await {
+                Ok(Some(built)) => tracing::info!(
+                    day = %built.day,
+                    ids = built.ids,
+                    chunks = built.chunks,
+                    took_ms = built.took.as_millis() as u64,
+                    "ledger filter of a closed day built"
+                ),
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "a ledger filter was not built; tried again at the next interval");
+                    break;
+                }
+            }
+        }
     }
 }
 

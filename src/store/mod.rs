@@ -21,18 +21,21 @@
 //! - `replay`: listing and replaying parked records.
 //! - `dlq`: the DLQ copies the parked rows still owe.
 //! - `breaker`: the poison breaker's state, shared by every member.
+//! - `filter`: the filters of the ledger's closed days, built by maintenance.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
 mod apply;
 mod breaker;
 mod dlq;
 mod error;
+mod filter;
 mod replay;
 mod schema;
 
 pub use apply::{BatchOutcome, Behind};
 pub use breaker::{breaker, resume_breaker, BreakerState};
 pub use error::{StoreError, RETRY_REASONS};
+pub use filter::{build_next_filter, FilterBuilt};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
     check_schema, compact, connect, load_window, maintain, migrate, register_codes, retention,

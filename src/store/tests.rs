@@ -835,3 +835,176 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
         "{outcome:?}"
     );
 }
+
+/// Builds every filter maintenance would build now.
+async fn build_filters(pool: &PgPool) -> Vec<FilterBuilt> {
+    let mut built = Vec::new();
+    while let Some(day) = build_next_filter(pool).await.expect("build a filter") {
+        built.push(day);
+    }
+    built
+}
+
+/// Whether a day's filter is built and has seen every late write since.
+async fn filter_is_clean(pool: &PgPool, day: chrono::NaiveDate) -> bool {
+    sqlx::query_scalar(
+        "SELECT coalesce(built_writes = late_writes, false) FROM inbox_ledger_filter
+         WHERE event_day = $1",
+    )
+    .bind(day)
+    .fetch_one(pool)
+    .await
+    .expect("the day's filter row")
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-F", 100_000)]).await;
+    let at = Utc::now() - chrono::Duration::days(5);
+    let day = at.date_naive();
+    let events: Vec<OrderPlaced> = (0..300)
+        .map(|n| order_at(&format!("F-{n}"), "SKU-F", 1, at))
+        .collect();
+    let first = inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    assert_eq!(first.processed, 300);
+    let built = build_filters(&pool).await;
+    let ours = built.iter().find(|b| b.day == day).expect("the day's filter");
+    assert_eq!((ours.ids, ours.chunks), (300, 1));
+    assert!(
+        built.iter().all(|b| b.day < Utc::now().date_naive() - chrono::Duration::days(1)),
+        "closed days only: {built:?}"
+    );
+    assert!(filter_is_clean(&pool, day).await);
+    // Every id of the day is one the filter may hold; of ids it never saw,
+    // about 1 %.
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM processed_inbox p
+             JOIN inbox_ledger_filter f ON f.event_day = p.event_day
+             JOIN inbox_ledger_filter_chunk c ON c.event_day = p.event_day
+              AND c.chunk = (uuid_hash_extended(p.message_id, 0) & 2147483647) % f.chunks
+             WHERE NOT inbox_filter_may_hold(c.bits, uuid_hash_extended(p.message_id, 0),
+                                             uuid_hash_extended(p.message_id, 1))",
+        )
+        .await,
+        0
+    );
+    let strangers = scalar(
+        &pool,
+        "SELECT count(*) FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, 20000)) s
+         JOIN inbox_ledger_filter f ON f.event_day = CURRENT_DATE - 5
+         JOIN inbox_ledger_filter_chunk c ON c.event_day = f.event_day
+          AND c.chunk = (uuid_hash_extended(s.id, 0) & 2147483647) % f.chunks
+         WHERE inbox_filter_may_hold(c.bits, uuid_hash_extended(s.id, 0),
+                                     uuid_hash_extended(s.id, 1))",
+    )
+    .await;
+    assert!(strangers < 20000 / 50, "{strangers} of 20,000 unseen ids pass");
+    // Redelivered: every one a duplicate, through the filter.
+    let again = inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.processed, again.duplicates), (0, 300));
+    // An id of the day with another payload is a conflict.
+    let mut reused = order("F-other", "SKU-F", 2);
+    reused.message_id = events[7].message_id;
+    let conflict = inbox
+        .apply(&records_at(1, 0, &[reused]), None)
+        .await
+        .expect("applied");
+    assert_eq!(parked_of(&conflict), [(ParkReason::EventIdConflict, 0)]);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        300
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-L", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(4);
+    let day = at.date_naive();
+    inbox
+        .apply(&records_at(0, 0, &[order_at("L-0", "SKU-L", 1, at)]), None)
+        .await
+        .expect("applied");
+    build_filters(&pool).await;
+    assert!(filter_is_clean(&pool, day).await);
+    // A late event of that day, after its filter was built.
+    let late = order_at("L-1", "SKU-L", 1, at);
+    inbox
+        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .await
+        .expect("applied");
+    assert!(!filter_is_clean(&pool, day).await, "the late write counts");
+    let again = inbox
+        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.processed, again.duplicates), (0, 1), "looked up in full");
+    build_filters(&pool).await;
+    assert!(filter_is_clean(&pool, day).await);
+    let third = inbox
+        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .await
+        .expect("applied");
+    assert_eq!((third.processed, third.duplicates), (0, 1), "through the new filter");
+    assert_eq!(scalar(&pool, "SELECT reserved FROM inventory_stock").await, 2);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-R", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(3);
+    let day = at.date_naive();
+    inbox
+        .apply(&records_at(0, 0, &[order_at("R-0", "SKU-R", 1, at)]), None)
+        .await
+        .expect("applied");
+    // Another member's batch writes an event of that day and commits only
+    // after the build read the day.
+    let racing = order_at("R-1", "SKU-R", 1, at);
+    let mut open = pool.begin().await.expect("begin");
+    sqlx::query(
+        "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
+                                      kafka_partition, status, consumer, topic, aggregate_id)
+         SELECT $1, 0, 1, $2, 5, 'p', code, (SELECT inbox_topic_code('orders')), 'R-1'
+         FROM inbox_consumer WHERE name = 'store-tests'",
+    )
+    .bind(racing.message_id)
+    .bind(day)
+    .execute(&mut *open)
+    .await
+    .expect("an uncommitted late write");
+    // The build reads the day without it, and waits to publish for the
+    // batch, which holds the day's row (its late write counted).
+    let build = async {
+        loop {
+            let built = build_next_filter(&pool).await.expect("built");
+            let built = built.expect("a day to build");
+            if built.day == day {
+                return built;
+            }
+        }
+    };
+    let commit_late_write = async {
+        while waiting_for_locks(&pool).await < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        open.commit().await.expect("commit the late write");
+    };
+    let (built, ()) = tokio::join!(build, commit_late_write);
+    assert_eq!((built.day, built.ids), (day, 1), "{built:?}");
+    assert!(!filter_is_clean(&pool, day).await);
+    let redelivered = inbox
+        .apply(&records_at(0, 1, &[racing]), None)
+        .await
+        .expect("applied");
+    assert_eq!(redelivered.processed, 0, "the id the filter missed is known");
+    assert_eq!(scalar(&pool, "SELECT reserved FROM inventory_stock").await, 1);
+}
