@@ -58,26 +58,34 @@ RETURN get_bit(bits, (((h1 >> 32) & 2147483647) % 62) * 512 + (h2 & 511)) = 1
    AND get_bit(bits, (((h1 >> 32) & 2147483647) % 62) * 512
                      + (((h2 & 511) + 6 * (((h2 >> 9) & 511) | 1)) & 511)) = 1;
 
--- Counts a ledger row written into a day that is a day old or older. The
--- filters are built for days two days old or older, so a row the build of
--- its day did not see (committed after the build's snapshot) was written
--- while its day was a day old at least (a statement does not run for a
--- day): it is counted, and the filter it missed is not used.
+-- Counts the ledger rows a statement wrote into days a day old or older,
+-- one update per day per statement (a batch's late rows, after midnight or
+-- in a replay, cost one row lock, held from the end of its statement to its
+-- commit). The filters are built for days two days old or older, so a row
+-- the build of its day did not see (committed after the build's snapshot)
+-- was written while its day was a day old at least (a statement does not
+-- run for a day): it is counted, and the filter it missed is not used.
+-- Rows written into a partition directly, not through processed_inbox,
+-- are not counted: only the owner can, and a restore brings the filters'
+-- rows with the ledger's.
 CREATE FUNCTION inbox_ledger_late_write()
 RETURNS trigger
 LANGUAGE plpgsql
 SECURITY DEFINER SET search_path = public, pg_temp
 AS $$
 BEGIN
-    UPDATE inbox_ledger_filter SET late_writes = late_writes + 1
-    WHERE event_day = NEW.event_day;
+    UPDATE inbox_ledger_filter f SET late_writes = f.late_writes + late.rows
+    FROM (SELECT event_day, count(*) AS rows FROM written
+          WHERE event_day < inbox_today() GROUP BY event_day) AS late
+    WHERE f.event_day = late.event_day;
     RETURN NULL;
 END;
 $$;
 REVOKE EXECUTE ON FUNCTION inbox_ledger_late_write() FROM PUBLIC;
 CREATE TRIGGER inbox_ledger_late_write
 AFTER INSERT ON processed_inbox
-FOR EACH ROW WHEN (NEW.event_day < inbox_today())
+REFERENCING NEW TABLE AS written
+FOR EACH STATEMENT
 EXECUTE FUNCTION inbox_ledger_late_write();
 
 -- Publishes a day's filter, built from what the ledger held of the day in

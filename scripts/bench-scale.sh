@@ -69,6 +69,9 @@ autovacuum_idle() {
 measure() {
     local size=$1_$3 database=$2
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
+    # The hourly maintenance: partitions, and the filters of closed days
+    # (docs/design.md#the-filter-of-closed-days), as in production.
+    DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" maintain >&2
     autovacuum_idle "$database"
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "steady_$size" \
         --report "$out/scale_${size}_steady.json" --duration 60 --rate 1400 --pause-for 0 \

@@ -119,11 +119,14 @@ probe_id AS MATERIALIZED (
     FROM record
     WHERE kind = 'candidate'
 ),
+-- The closed days are the ledger's partitions, not the filters' rows: a
+-- partition that has no row of its own is looked up in full.
 closed_day AS MATERIALIZED (
-    SELECT f.event_day, nullif(f.chunks, 0) AS chunks,
-           f.built_writes IS NOT NULL AND f.built_writes = f.late_writes AS filtered
-    FROM inbox_ledger_filter f
-    WHERE f.event_day < inbox_today() - 1
+    SELECT d.event_day, nullif(f.chunks, 0) AS chunks,
+           coalesce(f.built_writes = f.late_writes, false) AS filtered
+    FROM inbox_window_days() AS d(event_day)
+    LEFT JOIN inbox_ledger_filter f ON f.event_day = d.event_day
+    WHERE d.event_day < inbox_today() - 1
       AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.chunks > 0)
 ),
 closed_probe AS MATERIALIZED (

@@ -52,7 +52,7 @@ impl From<store::StoreError> for ServiceError {
 /// The background tasks (the metrics endpoint, the signal handler,
 /// maintenance) are stopped by one `finished` signal once the consumer has
 /// closed, and joined (a maintenance run in progress finishes first; a
-/// scrape in progress is cut). The metrics endpoint serves the whole drain,
+/// scrape or the build of a ledger filter in progress is cut). The metrics endpoint serves the whole drain,
 /// with `/readyz` unready from the signal on.
 pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
@@ -381,9 +381,14 @@ async fn maintain_periodically(
             }
         }
         // The filters of closed days, one day at a time, until all are
-        // built or the service stops.
-        while !*finished.borrow() {
-            match store::build_next_filter(&pool).await {
+        // built. A build takes minutes at production size: the service's
+        // end abandons it (its connection closes, nothing is published).
+        loop {
+            let built = tokio::select! {
+                _ = finished.wait_for(|done| *done) => return,
+                built = store::build_next_filter(&pool) => built,
+            };
+            match built {
                 Ok(Some(built)) => tracing::info!(
                     day = %built.day,
                     ids = built.ids,

@@ -46,8 +46,8 @@ struct Bits {
 impl Bits {
     fn for_ids(ids: i64) -> Self {
         let chunk_bits = (CHUNK_BYTES * 8) as i64;
-        let chunks = usize::try_from((ids * BITS_PER_ID + chunk_bits - 1) / chunk_bits)
-            .unwrap_or(0);
+        let chunks =
+            usize::try_from((ids * BITS_PER_ID + chunk_bits - 1) / chunk_bits).unwrap_or(0);
         Self {
             chunks,
             bytes: vec![0; chunks * CHUNK_BYTES],
@@ -70,10 +70,6 @@ impl Bits {
             let byte = chunk * CHUNK_BYTES + (bit / 8) as usize;
             self.bytes[byte] |= 1 << (bit % 8);
         }
-    }
-
-    fn chunk_rows(&self) -> impl Iterator<Item = &[u8]> {
-        self.bytes.chunks(CHUNK_BYTES)
     }
 }
 
@@ -136,13 +132,14 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
         connection.execute("COMMIT").await?;
 
         connection.execute("BEGIN").await?;
-        let rows: Vec<Vec<u8>> = bits.chunk_rows().map(<[u8]>::to_vec).collect();
-        for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
+        // A statement's chunks at a time: the filter is in memory once.
+        for (n, part) in bits.bytes.chunks(CHUNKS_PER_STATEMENT * CHUNK_BYTES).enumerate() {
             let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
+            let rows: Vec<&[u8]> = part.chunks(CHUNK_BYTES).collect();
             sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
                 .bind(day)
                 .bind(first)
-                .bind(part.to_vec())
+                .bind(rows)
                 .execute(&mut connection)
                 .await?;
         }

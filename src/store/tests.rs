@@ -871,10 +871,15 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
         .expect("applied");
     assert_eq!(first.processed, 300);
     let built = build_filters(&pool).await;
-    let ours = built.iter().find(|b| b.day == day).expect("the day's filter");
+    let ours = built
+        .iter()
+        .find(|b| b.day == day)
+        .expect("the day's filter");
     assert_eq!((ours.ids, ours.chunks), (300, 1));
     assert!(
-        built.iter().all(|b| b.day < Utc::now().date_naive() - chrono::Duration::days(1)),
+        built
+            .iter()
+            .all(|b| b.day < Utc::now().date_naive() - chrono::Duration::days(1)),
         "closed days only: {built:?}"
     );
     assert!(filter_is_clean(&pool, day).await);
@@ -903,7 +908,10 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
                                      uuid_hash_extended(s.id, 1))",
     )
     .await;
-    assert!(strangers < 20000 / 50, "{strangers} of 20,000 unseen ids pass");
+    assert!(
+        strangers < 20000 / 50,
+        "{strangers} of 20,000 unseen ids pass"
+    );
     // Redelivered: every one a duplicate, through the filter.
     let again = inbox
         .apply(&records_at(0, 0, &events), None)
@@ -946,15 +954,26 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
-    assert_eq!((again.processed, again.duplicates), (0, 1), "looked up in full");
+    assert_eq!(
+        (again.processed, again.duplicates),
+        (0, 1),
+        "looked up in full"
+    );
     build_filters(&pool).await;
     assert!(filter_is_clean(&pool, day).await);
     let third = inbox
         .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
-    assert_eq!((third.processed, third.duplicates), (0, 1), "through the new filter");
-    assert_eq!(scalar(&pool, "SELECT reserved FROM inventory_stock").await, 2);
+    assert_eq!(
+        (third.processed, third.duplicates),
+        (0, 1),
+        "through the new filter"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        2
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -1005,6 +1024,58 @@ async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool)
         .apply(&records_at(0, 1, &[racing]), None)
         .await
         .expect("applied");
-    assert_eq!(redelivered.processed, 0, "the id the filter missed is known");
-    assert_eq!(scalar(&pool, "SELECT reserved FROM inventory_stock").await, 1);
+    assert_eq!(
+        redelivered.processed, 0,
+        "the id the filter missed is known"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        1
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_closed_day_without_a_filter_row_is_looked_up_in_full(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-R", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(3);
+    let day = at.date_naive();
+    let events: Vec<OrderPlaced> = (0..3)
+        .map(|n| order_at(&format!("R-{n}"), "SKU-R", 1, at))
+        .collect();
+    let before = scalar(
+        &pool,
+        "SELECT late_writes FROM inbox_ledger_filter WHERE event_day = CURRENT_DATE - 3",
+    )
+    .await;
+    inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT late_writes FROM inbox_ledger_filter WHERE event_day = CURRENT_DATE - 3"
+        )
+        .await,
+        before + 3,
+        "one statement's three late rows count three"
+    );
+    build_filters(&pool).await;
+    assert!(filter_is_clean(&pool, day).await);
+    // The day's partition stays, its filter row goes (by hand, as the
+    // owner): the day is looked up in full, not skipped.
+    sqlx::query("DELETE FROM inbox_ledger_filter WHERE event_day = $1")
+        .bind(day)
+        .execute(&pool)
+        .await
+        .expect("delete the filter row");
+    let again = inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.processed, again.duplicates), (0, 3));
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        3
+    );
 }
