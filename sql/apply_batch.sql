@@ -129,12 +129,8 @@ closed_day AS MATERIALIZED (
     WHERE d.event_day < inbox_today() - 1
       AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.chunks > 0)
 ),
+-- The ids a clean filter of a closed day may hold, with that day.
 closed_probe AS MATERIALIZED (
-    SELECT i.message_id, d.event_day
-    FROM probe_id i
-    CROSS JOIN closed_day d
-    WHERE NOT d.filtered
-    UNION ALL
     SELECT i.message_id, d.event_day
     FROM probe_id i
     CROSS JOIN closed_day d
@@ -151,6 +147,17 @@ ledger_seen AS MATERIALIZED (
           WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
             AND p.consumer = (SELECT consumer FROM codes)
             AND p.event_day >= inbox_today() - 1
+          UNION ALL
+          -- Every id on the closed days without a clean filter: skipped
+          -- as a whole when every filter is clean; otherwise every
+          -- partition is looked up, as before the filters.
+          SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
+                 p.event_day
+          FROM processed_inbox p
+          WHERE (SELECT count(*) FROM closed_day WHERE NOT filtered) > 0
+            AND p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
+            AND p.consumer = (SELECT consumer FROM codes)
+            AND p.event_day = ANY (ARRAY(SELECT event_day FROM closed_day WHERE NOT filtered))
           UNION ALL
           SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
                  p.event_day
