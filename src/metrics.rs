@@ -64,6 +64,8 @@ pub struct Metrics {
     pub topic_retention: IntGauge,
     /// 1 while the poison breaker holds consumption.
     pub poison_breaker_open: IntGauge,
+    /// Closed days of the ledger looked up in full (no clean filter).
+    pub ledger_days_unfiltered: IntGauge,
     /// Health flags read by `/readyz`.
     pub readiness: Arc<Readiness>,
 }
@@ -231,9 +233,14 @@ impl Metrics {
                 "inbox_poison_breaker_open",
                 "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
             ),
+            ledger_days_unfiltered: gauge(
+                "inbox_ledger_days_unfiltered",
+                "Closed days of the ledger (two days old or older) without a clean filter, looked up in full by every batch until maintenance builds theirs (docs/design.md#the-filter-of-closed-days); -1 until known.",
+            ),
             readiness: Arc::new(Readiness::default()),
             registry,
         };
+        metrics.ledger_days_unfiltered.set(-1);
         // Series that exist from the start, so dashboards show zeros, not gaps.
         for reason in ParkReason::ALL {
             metrics.parked.with_label_values(&[reason.as_str()]);

@@ -123,8 +123,10 @@ async fn consume_until_shutdown(
         .readiness
         .database_reachable
         .store(true, std::sync::atomic::Ordering::Relaxed);
+    count_unfiltered_days(&pool, metrics).await;
     tasks.push(tokio::spawn(maintain_periodically(
         pool.clone(),
+        metrics.clone(),
         args.maintenance_interval(),
         finished,
     )));
@@ -364,6 +366,7 @@ pub async fn warn_if_retention_differs(
 /// Maintenance every `every` until `finished`.
 async fn maintain_periodically(
     pool: sqlx::PgPool,
+    metrics: Metrics,
     every: Duration,
     mut finished: watch::Receiver<bool>,
 ) {
@@ -402,6 +405,18 @@ async fn maintain_periodically(
                     break;
                 }
             }
+        }
+        count_unfiltered_days(&pool, &metrics).await;
+    }
+}
+
+/// Sets `inbox_ledger_days_unfiltered`: the closed days every batch looks
+/// up in full. Left as it was when the database does not answer.
+async fn count_unfiltered_days(pool: &sqlx::PgPool, metrics: &Metrics) {
+    match store::unfiltered_days(pool).await {
+        Ok(days) => metrics.ledger_days_unfiltered.set(days),
+        Err(error) => {
+            tracing::warn!(%error, "the closed days without a ledger filter were not counted")
         }
     }
 }

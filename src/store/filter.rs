@@ -16,6 +16,7 @@ use super::StoreError;
 
 const NEXT_DAY: &str = include_str!("../../sql/filter_next_day.sql");
 const READ_DAY: &str = include_str!("../../sql/filter_read_day.sql");
+const UNFILTERED_DAYS: &str = include_str!("../../sql/filter_unfiltered_days.sql");
 const FETCH_PAGE: &str = "FETCH 100000 FROM inbox_filter_ids";
 
 /// Bytes of a chunk: 62 blocks of 512 bits, two rows to a page.
@@ -161,6 +162,12 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
         }))
     }
     .boxed()
+}
+
+/// How many closed days every batch looks up in full: no filter yet, or
+/// one that missed a late write (the gauge `inbox_ledger_days_unfiltered`).
+pub async fn unfiltered_days(pool: &PgPool) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(UNFILTERED_DAYS).fetch_one(pool).await?)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ mod schema;
 pub use apply::{BatchOutcome, Behind};
 pub use breaker::{breaker, resume_breaker, BreakerState};
 pub use error::{StoreError, RETRY_REASONS};
-pub use filter::{build_next_filter, FilterBuilt};
+pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
     check_schema, compact, connect, load_window, maintain, migrate, register_codes, retention,

@@ -943,6 +943,7 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         .expect("applied");
     build_filters(&pool).await;
     assert!(filter_is_clean(&pool, day).await);
+    assert_eq!(super::unfiltered_days(&pool).await.expect("count"), 0);
     // A late event of that day, after its filter was built.
     let late = order_at("L-1", "SKU-L", 1, at);
     inbox
@@ -950,6 +951,11 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         .await
         .expect("applied");
     assert!(!filter_is_clean(&pool, day).await, "the late write counts");
+    assert_eq!(
+        super::unfiltered_days(&pool).await.expect("count"),
+        1,
+        "the gauge's count"
+    );
     let again = inbox
         .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
