@@ -234,7 +234,7 @@ impl Metrics {
                 "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
             ),
             ledger_days_unfiltered: gauge(
-                "inbox_ledger_days_unfiltered",
+                "inbox_ledger_filters_stale",
                 "Closed days of the ledger (two days old or older) without a clean filter, looked up in full by every batch until maintenance builds theirs (docs/design.md#the-filter-of-closed-days); -1 until known.",
             ),
             readiness: Arc::new(Readiness::default()),

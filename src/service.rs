@@ -410,7 +410,7 @@ async fn maintain_periodically(
     }
 }
 
-/// Sets `inbox_ledger_days_unfiltered`: the closed days every batch looks
+/// Sets `inbox_ledger_filters_stale`: the closed days every batch looks
 /// up in full. Left as it was when the database does not answer.
 async fn count_unfiltered_days(pool: &sqlx::PgPool, metrics: &Metrics) {
     match store::unfiltered_days(pool).await {

@@ -165,7 +165,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
 }
 
 /// How many closed days every batch looks up in full: no filter yet, or
-/// one that missed a late write (the gauge `inbox_ledger_days_unfiltered`).
+/// one that missed a late write (the gauge `inbox_ledger_filters_stale`).
 pub async fn unfiltered_days(pool: &PgPool) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(UNFILTERED_DAYS).fetch_one(pool).await?)
 }
