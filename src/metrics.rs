@@ -65,7 +65,7 @@ pub struct Metrics {
     /// 1 while the poison breaker holds consumption.
     pub poison_breaker_open: IntGauge,
     /// Closed days of the ledger looked up in full (no clean filter).
-    pub ledger_days_unfiltered: IntGauge,
+    pub ledger_filters_stale: IntGauge,
     /// Health flags read by `/readyz`.
     pub readiness: Arc<Readiness>,
 }
@@ -233,14 +233,14 @@ impl Metrics {
                 "inbox_poison_breaker_open",
                 "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
             ),
-            ledger_days_unfiltered: gauge(
+            ledger_filters_stale: gauge(
                 "inbox_ledger_filters_stale",
                 "Closed days of the ledger (two days old or older) without a clean filter, looked up in full by every batch until maintenance builds theirs (docs/design.md#the-filter-of-closed-days); -1 until known.",
             ),
             readiness: Arc::new(Readiness::default()),
             registry,
         };
-        metrics.ledger_days_unfiltered.set(-1);
+        metrics.ledger_filters_stale.set(-1);
         // Series that exist from the start, so dashboards show zeros, not gaps.
         for reason in ParkReason::ALL {
             metrics.parked.with_label_values(&[reason.as_str()]);

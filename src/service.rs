@@ -52,8 +52,9 @@ impl From<store::StoreError> for ServiceError {
 /// The background tasks (the metrics endpoint, the signal handler,
 /// maintenance) are stopped by one `finished` signal once the consumer has
 /// closed, and joined (a maintenance run in progress finishes first; a
-/// scrape or the build of a ledger filter in progress is cut). The metrics endpoint serves the whole drain,
-/// with `/readyz` unready from the signal on.
+/// scrape or the build of a ledger filter in progress is cut). The metrics
+/// endpoint serves the whole drain, with `/readyz` unready from the signal
+/// on.
 pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
@@ -414,7 +415,7 @@ async fn maintain_periodically(
 /// up in full. Left as it was when the database does not answer.
 async fn count_unfiltered_days(pool: &sqlx::PgPool, metrics: &Metrics) {
     match store::unfiltered_days(pool).await {
-        Ok(days) => metrics.ledger_days_unfiltered.set(days),
+        Ok(days) => metrics.ledger_filters_stale.set(days),
         Err(error) => {
             tracing::warn!(%error, "the closed days without a ledger filter were not counted")
         }
