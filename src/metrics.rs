@@ -1,18 +1,30 @@
 //! Every Prometheus metric of the service (docs/design.md#observability), defined and registered
 //! once, and the small HTTP endpoint that serves them with `/healthz` and
-//! `/readyz`.
+//! `/readyz` (hyper's HTTP/1 server, within `Limits`: a slow or silent
+//! client is closed after a header timeout, connections are bounded, and a
+//! failing accept backs off instead of spinning).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
     Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Opts, Registry, TextEncoder,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::batch::InboundRecord;
 use crate::event::ParkReason;
@@ -352,62 +364,173 @@ impl Default for Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` and `/readyz` until `finished`.
-pub async fn serve(
+/// The bounds of the HTTP endpoint. It serves a scraper or two and the
+/// probes: a handful of connections at once is the norm.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// A connection that has not sent a whole request head this long after
+    /// it opened, or after its last answer (an idle keep-alive), is closed
+    /// without an answer: a slow or silent client holds its place no longer.
+    header_timeout: Duration,
+    /// Connections served at once. One more is closed as soon as it is
+    /// accepted, not queued behind the others: descriptors and memory stay
+    /// bounded, and its client (a scraper at its next interval) gets a place
+    /// once a header timeout has freed one.
+    connections: usize,
+    /// The longest a connection lives, whatever it is doing: the header
+    /// timeout does not cover a client that never reads its answer.
+    lifetime: Duration,
+}
+
+const LIMITS: Limits = Limits {
+    header_timeout: Duration::from_secs(5),
+    connections: 64,
+    lifetime: Duration::from_secs(60),
+};
+
+/// The pause after a failed accept: with the descriptor table full (EMFILE)
+/// every accept fails at once until a connection closes.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `/metrics`, `/healthz` and `/readyz` within `LIMITS` until
+/// `finished`; then stops accepting, closes every connection (a scrape in
+/// progress is cut) and returns once their tasks have ended.
+pub async fn serve(listener: TcpListener, metrics: Metrics, finished: watch::Receiver<bool>) {
+    serve_within(listener, metrics, finished, LIMITS).await
+}
+
+async fn serve_within(
     listener: TcpListener,
     metrics: Metrics,
-    mut finished: tokio::sync::watch::Receiver<bool>,
+    mut finished: watch::Receiver<bool>,
+    limits: Limits,
 ) {
+    let mut connections = JoinSet::new();
+    tokio::select! {
+        _ = finished.wait_for(|done| *done) => {}
+        () = accept(&listener, &metrics, limits, &mut connections) => {}
+    }
+    connections.shutdown().await;
+}
+
+/// Accepts connections until dropped, each served by a task in
+/// `connections`.
+async fn accept(
+    listener: &TcpListener,
+    metrics: &Metrics,
+    limits: Limits,
+    connections: &mut JoinSet<()>,
+) {
+    let mut accept_failed = Throttled::default();
+    let mut over_limit = Throttled::default();
     loop {
-        let accepted = tokio::select! {
-            _ = finished.wait_for(|done| *done) => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((mut socket, _)) = accepted else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut request = [0u8; 2048];
-            let Ok(read) = socket.read(&mut request).await else {
-                return;
-            };
-            let line = String::from_utf8_lossy(&request[..read]);
-            let path = line.split_whitespace().nth(1).unwrap_or("/");
-            let (status, content_type, body) = match path {
-                "/metrics" => (
-                    "200 OK",
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    metrics.render(),
-                ),
-                "/healthz" => ("200 OK", "text/plain", "ok\n".to_owned()),
-                "/readyz" if metrics.readiness.is_ready() => {
-                    ("200 OK", "text/plain", "ready\n".to_owned())
+        let accepted = listener.accept().await;
+        // Connections that have closed give up their places.
+        while let Some(ended) = connections.try_join_next() {
+            if let Err(error) = ended {
+                tracing::warn!(%error, "a metrics endpoint connection ended abnormally");
+            }
+        }
+        match accepted {
+            Err(error) => {
+                if let Some(suppressed) = accept_failed.due(Instant::now()) {
+                    tracing::warn!(%error, suppressed, "the metrics endpoint could not accept a connection; retrying in {ACCEPT_BACKOFF:?}");
                 }
-                "/readyz" => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    format!(
-                        "not ready: partitions_assigned={} database_reachable={} draining={} consume_failing={} poison_breaker_open={}\n",
-                        metrics
-                            .readiness
-                            .partitions_assigned
-                            .load(Ordering::Relaxed),
-                        metrics.readiness.database_reachable.load(Ordering::Relaxed),
-                        metrics.readiness.draining.load(Ordering::Relaxed),
-                        metrics.readiness.consume_failing.load(Ordering::Relaxed),
-                        metrics.readiness.breaker_open.load(Ordering::Relaxed)
-                    ),
-                ),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
-            let _ = socket.shutdown().await;
-        });
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+            Ok((socket, peer)) if connections.len() >= limits.connections => {
+                drop(socket);
+                if let Some(suppressed) = over_limit.due(Instant::now()) {
+                    tracing::warn!(%peer, suppressed, limit = limits.connections, "the metrics endpoint serves as many connections as it may; closed a new one");
+                }
+            }
+            Ok((socket, _)) => {
+                connections.spawn(serve_connection(socket, metrics.clone(), limits));
+            }
+        }
+    }
+}
+
+/// Serves one connection's requests until the client closes it, its header
+/// timeout passes, or its lifetime ends.
+async fn serve_connection(socket: TcpStream, metrics: Metrics, limits: Limits) {
+    let answer = service_fn(move |request: Request<Incoming>| {
+        std::future::ready(Ok::<_, Infallible>(answer(&metrics, request.uri().path())))
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(TokioIo::new(socket), answer);
+    match tokio::time::timeout(limits.lifetime, connection).await {
+        Ok(Ok(())) => {}
+        // A header timeout, a malformed request, a client gone: the client's
+        // business, not the service's.
+        Ok(Err(error)) => tracing::debug!(%error, "a metrics endpoint connection closed"),
+        Err(_) => {
+            tracing::debug!("a metrics endpoint connection closed at the end of its lifetime")
+        }
+    }
+}
+
+/// The answer for `path`, whatever the method (to a HEAD, hyper sends the
+/// head only).
+fn answer(metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain";
+    let readiness = &metrics.readiness;
+    let (status, content_type, body) = match path {
+        "/metrics" => (
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.render(),
+        ),
+        "/healthz" => (StatusCode::OK, TEXT, "ok\n".to_owned()),
+        "/readyz" if readiness.is_ready() => (StatusCode::OK, TEXT, "ready\n".to_owned()),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            TEXT,
+            format!(
+                "not ready: partitions_assigned={} database_reachable={} draining={} consume_failing={} poison_breaker_open={}\n",
+                readiness.partitions_assigned.load(Ordering::Relaxed),
+                readiness.database_reachable.load(Ordering::Relaxed),
+                readiness.draining.load(Ordering::Relaxed),
+                readiness.consume_failing.load(Ordering::Relaxed),
+                readiness.breaker_open.load(Ordering::Relaxed)
+            ),
+        ),
+        _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".to_owned()),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// A warning written at most once a second however often its cause recurs
+/// (a full descriptor table fails thousands of accepts a second); each line
+/// counts the occurrences left unwritten since the one before.
+#[derive(Default)]
+struct Throttled {
+    last_written: Option<Instant>,
+    suppressed: u64,
+}
+
+impl Throttled {
+    const EVERY: Duration = Duration::from_secs(1);
+
+    /// Whether to write this occurrence: then how many went unwritten
+    /// before it.
+    fn due(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last_written
+            .is_some_and(|last| now.duration_since(last) < Self::EVERY)
+        {
+            self.suppressed += 1;
+            return None;
+        }
+        self.last_written = Some(now);
+        Some(std::mem::take(&mut self.suppressed))
     }
 }
 
@@ -419,6 +542,7 @@ pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn record(partition: i32, offset: i64, timestamp: i64) -> InboundRecord {
         InboundRecord {
@@ -472,5 +596,205 @@ mod tests {
         let text = metrics.render_without_refresh();
         assert!(text.contains("inbox_consumer_lag_seconds{partition=\"0\"} 0\n"));
         assert!(text.contains("inbox_consumer_lag_seconds{partition=\"1\"} 0.25\n"));
+    }
+
+    #[test]
+    fn a_recurring_warning_is_written_once_a_second_with_the_count_it_folded() {
+        let mut throttled = Throttled::default();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        assert_eq!(throttled.due(at(0)), Some(0));
+        assert_eq!(throttled.due(at(10)), None);
+        assert_eq!(throttled.due(at(999)), None);
+        assert_eq!(throttled.due(at(1_000)), Some(2));
+        assert_eq!(throttled.due(at(5_000)), Some(0));
+    }
+
+    /// A server on a free loopback port and the means to stop it.
+    struct Endpoint {
+        address: SocketAddr,
+        metrics: Metrics,
+        finish: tokio::sync::watch::Sender<bool>,
+        server: tokio::task::JoinHandle<()>,
+    }
+
+    async fn start(limits: Limits) -> Endpoint {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let metrics = Metrics::new();
+        let (finish, finished) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(serve_within(listener, metrics.clone(), finished, limits));
+        Endpoint {
+            address,
+            metrics,
+            finish,
+            server,
+        }
+    }
+
+    /// What a server answered: status, `Content-Type`, body.
+    type Answer = (u16, String, String);
+
+    /// One request as a plain HTTP/1.0 client sends it (like the tests'
+    /// and the load generator's scrapers); None when the connection is
+    /// closed or refused without an answer.
+    async fn request(address: SocketAddr, method: &str, path: &str) -> Option<Answer> {
+        let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+        stream
+            .write_all(format!("{method} {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        let response = String::from_utf8(response).ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        let content_type = head.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_owned())
+        })?;
+        Some((status, content_type, body.to_owned()))
+    }
+
+    /// Whether the server closed the connection without a byte of answer
+    /// (an orderly close, or a reset when it closed unread input).
+    async fn closed_without_answer(stream: &mut tokio::net::TcpStream) -> bool {
+        let mut answer = Vec::new();
+        match stream.read_to_end(&mut answer).await {
+            Ok(_) => answer.is_empty(),
+            Err(error) => error.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+
+    const TEXT: &str = "text/plain";
+    const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+    #[tokio::test]
+    async fn the_endpoints_answer_their_paths_with_their_statuses_and_bodies() {
+        let endpoint = start(LIMITS).await;
+        let get = |path| request(endpoint.address, "GET", path);
+
+        let (status, content_type, body) = get("/metrics").await.unwrap();
+        assert_eq!((status, content_type.as_str()), (200, EXPOSITION));
+        assert!(body.contains("\ninbox_processed_total 0\n"), "{body}");
+        assert_eq!(
+            get("/healthz").await,
+            Some((200, TEXT.into(), "ok\n".into()))
+        );
+        assert_eq!(
+            get("/readyz").await,
+            Some((
+                503,
+                TEXT.into(),
+                "not ready: partitions_assigned=false database_reachable=false draining=false consume_failing=false poison_breaker_open=false\n"
+                    .into()
+            ))
+        );
+        let readiness = &endpoint.metrics.readiness;
+        readiness.partitions_assigned.store(true, Ordering::Relaxed);
+        readiness.database_reachable.store(true, Ordering::Relaxed);
+        assert_eq!(
+            get("/readyz").await,
+            Some((200, TEXT.into(), "ready\n".into()))
+        );
+        assert_eq!(
+            get("/nothing").await,
+            Some((404, TEXT.into(), "not found\n".into()))
+        );
+        // The path alone picks the answer: not the method, not a query.
+        for (method, path) in [("POST", "/healthz"), ("GET", "/healthz?probe=1")] {
+            assert_eq!(
+                request(endpoint.address, method, path).await,
+                Some((200, TEXT.into(), "ok\n".into())),
+                "{method} {path}"
+            );
+        }
+        let mut garbage = tokio::net::TcpStream::connect(endpoint.address)
+            .await
+            .unwrap();
+        garbage.write_all(b"NOT HTTP\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        garbage.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+        let _ = endpoint.finish.send(true);
+        endpoint.server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn slow_clients_beyond_the_connection_limit_do_not_starve_the_scrape() {
+        let limits = Limits {
+            header_timeout: Duration::from_secs(1),
+            connections: 4,
+            ..LIMITS
+        };
+        let endpoint = start(limits).await;
+        // Three times the limit: half send half a request line, half
+        // nothing at all, and then they wait.
+        let opened = Instant::now();
+        let mut slow = Vec::new();
+        for n in 0..3 * limits.connections {
+            let mut stream = tokio::net::TcpStream::connect(endpoint.address)
+                .await
+                .unwrap();
+            if n % 2 == 0 {
+                stream.write_all(b"GET /metrics HT").await.unwrap();
+            }
+            slow.push(stream);
+        }
+
+        // A scraper retries a refused connection at its next interval; here
+        // every 50 ms. It is answered once the header timeout has freed a
+        // place, long before this bound.
+        let scrape = async {
+            loop {
+                match request(endpoint.address, "GET", "/metrics").await {
+                    Some((200, _, body)) => return body,
+                    _ => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        };
+        let body = tokio::time::timeout(Duration::from_secs(20), scrape)
+            .await
+            .expect("the scrape is answered despite the slow clients");
+        assert!(body.contains("inbox_processed_total"));
+
+        // Each slow client is closed without an answer: the first ones,
+        // accepted in the order they connected, after the header timeout;
+        // those over the limit at once.
+        for (n, stream) in slow.iter_mut().enumerate() {
+            let closed =
+                tokio::time::timeout(Duration::from_secs(20), closed_without_answer(stream))
+                    .await
+                    .unwrap_or_else(|_| panic!("slow client {n} is still open"));
+            assert!(closed, "slow client {n} was answered");
+            if n < limits.connections {
+                assert!(opened.elapsed() >= limits.header_timeout);
+            }
+        }
+        let _ = endpoint.finish.send(true);
+        endpoint.server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_open_connections_and_ends_the_server() {
+        // A header timeout longer than the test: only shutdown can close it.
+        let limits = Limits {
+            header_timeout: Duration::from_secs(600),
+            ..LIMITS
+        };
+        let endpoint = start(limits).await;
+        let mut idle = tokio::net::TcpStream::connect(endpoint.address)
+            .await
+            .unwrap();
+        idle.write_all(b"GET /hea").await.unwrap();
+        // The server serves it (the endpoint answers others meanwhile).
+        assert!(request(endpoint.address, "GET", "/healthz").await.is_some());
+        let _ = endpoint.finish.send(true);
+        tokio::time::timeout(Duration::from_secs(10), endpoint.server)
+            .await
+            .expect("the server ends at shutdown")
+            .unwrap();
+        assert!(closed_without_answer(&mut idle).await);
     }
 }
