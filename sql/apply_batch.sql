@@ -107,12 +107,13 @@ unknown_sku AS MATERIALIZED (
 ),
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
 --    (its primary key leads with the id): an id is applied once within the
---    window, whatever day its event time names. Today and yesterday are
---    looked up in full (and only they: the other partitions are pruned when
---    the statement starts); a closed day (older) only for the ids its filter
---    may hold, or for every id while it has no filter or one that missed a
---    late write (docs/design.md#the-filter-of-closed-days). A clean filter of
---    a day that held no id rules out every id.
+--    window, whatever day its event time names. Today is looked up in full,
+--    and yesterday while it has no clean filter (the other partitions are
+--    pruned when the statement runs); a closed day (yesterday or older) only
+--    for the ids its filter may hold, or for every id while it has no filter
+--    or one that missed a late write
+--    (docs/design.md#the-filter-of-closed-days). A clean filter of a day
+--    that held no id rules out every id.
 probe_id AS MATERIALIZED (
     SELECT message_id, uuid_hash_extended(message_id, 0) AS h1,
            uuid_hash_extended(message_id, 1) AS h2
@@ -126,8 +127,15 @@ closed_day AS MATERIALIZED (
            coalesce(f.built_writes = f.late_writes, false) AS filtered
     FROM inbox_window_days() AS d(event_day)
     LEFT JOIN inbox_ledger_filter f ON f.event_day = d.event_day
-    WHERE d.event_day < inbox_today() - 1
+    WHERE d.event_day < inbox_today()
       AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.chunks > 0)
+),
+-- The first day looked up in full: yesterday while its filter is not clean,
+-- else today (a scalar the partitions are pruned with as the statement runs).
+full_from AS MATERIALIZED (
+    SELECT CASE WHEN EXISTS (SELECT FROM closed_day
+                             WHERE event_day = inbox_today() - 1 AND NOT filtered)
+                THEN inbox_today() - 1 ELSE inbox_today() END AS event_day
 ),
 -- The ids a clean filter of a closed day may hold, with that day.
 closed_probe AS MATERIALIZED (
@@ -146,18 +154,21 @@ ledger_seen AS MATERIALIZED (
           FROM processed_inbox p
           WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
             AND p.consumer = (SELECT consumer FROM codes)
-            AND p.event_day >= inbox_today() - 1
+            AND p.event_day >= (SELECT event_day FROM full_from)
           UNION ALL
-          -- Every id on the closed days without a clean filter: skipped
-          -- as a whole when every filter is clean; otherwise every
+          -- Every id on the days before yesterday without a clean filter:
+          -- skipped as a whole when every filter is clean; otherwise every
           -- partition is looked up, as before the filters.
           SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
                  p.event_day
           FROM processed_inbox p
-          WHERE (SELECT count(*) FROM closed_day WHERE NOT filtered) > 0
+          WHERE (SELECT count(*) FROM closed_day
+                 WHERE NOT filtered AND event_day < inbox_today() - 1) > 0
             AND p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
             AND p.consumer = (SELECT consumer FROM codes)
-            AND p.event_day = ANY (ARRAY(SELECT event_day FROM closed_day WHERE NOT filtered))
+            AND p.event_day = ANY (ARRAY(SELECT event_day FROM closed_day
+                                         WHERE NOT filtered
+                                           AND event_day < inbox_today() - 1))
           UNION ALL
           SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
                  p.event_day

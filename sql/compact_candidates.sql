@@ -1,7 +1,7 @@
--- The indexes of the ledger's and the reservations' closed days (two days
--- before today and older: late events for yesterday still arrive) not
--- rebuilt yet, with their size; whether this session owns the tables (only
--- the owner may rebuild them). docs/design.md#storage.
+-- The indexes of the ledger's and the reservations' days two days old or
+-- older (late events for yesterday still arrive in numbers) not rebuilt
+-- yet, with their size; whether this session owns the tables (only the
+-- owner may rebuild them). docs/design.md#storage.
 SELECT c.relname AS index_name, pg_relation_size(c.oid) AS bytes,
        pg_has_role(current_user, t.relowner, 'USAGE') AS owner
 FROM pg_inherits i

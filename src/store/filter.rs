@@ -1,10 +1,12 @@
 //! The filter of each closed day of the ledger
 //! (docs/design.md#the-filter-of-closed-days): a blocked Bloom filter of the
-//! day's message ids, built by maintenance once the day is two days old, so
-//! that a batch looks an id up on a closed day only when the filter may hold
-//! it. The database hashes the ids (`uuid_hash_extended`, seeds 0 and 1) for
-//! the build as for the look-up; this file sets the bits that
-//! `inbox_filter_may_hold` reads (migrations/20261205000003_ledger_filter.sql).
+//! day's message ids, built by maintenance once the day is over and every
+//! transaction that could still write it uncounted has ended, so that a
+//! batch looks an id up on a closed day only when the filter may hold it.
+//! The database hashes the ids (`uuid_hash_extended`, seeds 0 and 1) for the
+//! build as for the look-up; this file sets the bits that
+//! `inbox_filter_may_hold` reads (migrations/20261205000003_ledger_filter.sql,
+//! and 20261205000004 for the days closed by the clock).
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,10 @@ const BITS_PER_ID: i64 = 10;
 const BITS_PER_ID_SET: i64 = 7;
 /// Chunks sent per statement while publishing (~4 MB).
 const CHUNKS_PER_STATEMENT: usize = 1000;
+/// How long a build waits for the transactions that could still write a
+/// day just closed (batches of a few milliseconds), and how often it looks.
+const READY_WAIT: Duration = Duration::from_secs(2);
+const READY_POLL: Duration = Duration::from_millis(50);
 
 /// A day's filter, built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,27 +88,42 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
     // Boxed: the compiler cannot otherwise tell that the future is Send
     // for any lifetime of `pool` (a spawned task awaits it).
     async move {
-        let Some(day) = sqlx::query_scalar::<_, NaiveDate>(NEXT_DAY)
-            .fetch_optional(pool)
-            .await?
-        else {
-            return Ok(None);
+        sqlx::query(super::schema::CLOSE_DAYS).execute(pool).await?;
+        let waiting_since = Instant::now();
+        let day = loop {
+            let Some((day, ready)) = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
+                .fetch_optional(pool)
+                .await?
+            else {
+                return Ok(None);
+            };
+            if ready {
+                break day;
+            }
+            if waiting_since.elapsed() >= READY_WAIT {
+                return Ok(None);
+            }
+            tokio::time::sleep(READY_POLL).await;
         };
         let started = Instant::now();
         let options = (*pool.connect_options())
             .clone()
             .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
         let mut connection = PgConnection::connect_with(&options).await?;
-        connection.execute("SET statement_timeout = 0")
-            .await?;
+        connection.execute("SET statement_timeout = 0").await?;
         // One snapshot for the count of late writes and the ids: a row it does
-        // not hold was committed later, and counted as a late write then.
-        connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        // not hold was committed later, and counted as a late write then (a
+        // transaction that could write the day uncounted is older than the
+        // day's closed_xid, and the snapshot's oldest running one is not).
+        connection
+            .execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
         let claim: Option<(i64, i64)> = sqlx::query_as(
             "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1)
              FROM inbox_ledger_filter f
-             WHERE f.event_day = $1 AND pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))",
+             WHERE f.event_day = $1
+               AND pg_snapshot_xmin(pg_current_snapshot()) >= f.closed_xid
+               AND pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))",
         )
         .bind(day)
         .fetch_optional(&mut connection)
@@ -134,7 +155,11 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
 
         connection.execute("BEGIN").await?;
         // A statement's chunks at a time: the filter is in memory once.
-        for (n, part) in bits.bytes.chunks(CHUNKS_PER_STATEMENT * CHUNK_BYTES).enumerate() {
+        for (n, part) in bits
+            .bytes
+            .chunks(CHUNKS_PER_STATEMENT * CHUNK_BYTES)
+            .enumerate()
+        {
             let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
             let rows: Vec<&[u8]> = part.chunks(CHUNK_BYTES).collect();
             sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")

@@ -16,6 +16,8 @@ use super::StoreError;
 
 const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../../sql/maintain.sql");
+/// Closes the days over by the clock; sent alone (see the function).
+pub(super) const CLOSE_DAYS: &str = "SELECT inbox_ledger_filter_close()";
 const DROP_EXPIRED: &str = include_str!("../../sql/drop_expired.sql");
 const PRUNE_PARKED: &str = include_str!("../../sql/prune_parked.sql");
 const RETENTION: &str = include_str!("../../sql/retention.sql");
@@ -183,6 +185,9 @@ pub struct MaintainReport {
 /// settings say.
 pub async fn maintain(pool: &PgPool) -> Result<MaintainReport, StoreError> {
     let created = sqlx::query(MAINTAIN).fetch_one(pool).await?;
+    // The days over by the clock, closed for their filters: a statement of
+    // its own (docs/design.md#the-filter-of-closed-days).
+    sqlx::query(CLOSE_DAYS).execute(pool).await?;
     let mut report = MaintainReport {
         locked: created.try_get("locked")?,
         created: created.try_get("created")?,

@@ -877,9 +877,7 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
         .expect("the day's filter");
     assert_eq!((ours.ids, ours.chunks), (300, 1));
     assert!(
-        built
-            .iter()
-            .all(|b| b.day < Utc::now().date_naive() - chrono::Duration::days(1)),
+        built.iter().all(|b| b.day < Utc::now().date_naive()),
         "closed days only: {built:?}"
     );
     assert!(filter_is_clean(&pool, day).await);
@@ -1083,5 +1081,134 @@ async fn a_closed_day_without_a_filter_row_is_looked_up_in_full(pool: PgPool) {
     assert_eq!(
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
         3
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn yesterdays_filter_is_built_and_used(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-Y", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(1);
+    let day = at.date_naive();
+    let events: Vec<OrderPlaced> = (0..20)
+        .map(|n| order_at(&format!("Y-{n}"), "SKU-Y", 1, at))
+        .collect();
+    inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    let built = build_filters(&pool).await;
+    assert!(
+        built.iter().any(|b| b.day == day && b.ids == 20),
+        "yesterday's filter: {built:?}"
+    );
+    assert!(filter_is_clean(&pool, day).await);
+    assert_eq!(super::unfiltered_days(&pool).await.expect("count"), 0);
+    let again = inbox
+        .apply(&records_at(0, 0, &events), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (again.processed, again.duplicates),
+        (0, 20),
+        "through the filter"
+    );
+    let mut reused = order_at("Y-other", "SKU-Y", 2, at);
+    reused.message_id = events[3].message_id;
+    let conflict = inbox
+        .apply(&records_at(1, 0, &[reused]), None)
+        .await
+        .expect("applied");
+    assert_eq!(parked_of(&conflict), [(ParkReason::EventIdConflict, 0)]);
+    // A late event of yesterday after the build: counted, looked up in full.
+    let late = order_at("Y-late", "SKU-Y", 1, at);
+    inbox
+        .apply(&records_at(0, 20, std::slice::from_ref(&late)), None)
+        .await
+        .expect("applied");
+    assert!(!filter_is_clean(&pool, day).await, "the late write counts");
+    let redelivered = inbox
+        .apply(&records_at(0, 20, &[late]), None)
+        .await
+        .expect("applied");
+    assert_eq!((redelivered.processed, redelivered.duplicates), (0, 1));
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        21
+    );
+}
+
+/// A batch whose statement wrote yesterday's rows before midnight, by the
+/// clock, and commits after: the rows are not late writes, so the filter
+/// of yesterday must not be read before that batch has ended.
+#[sqlx::test(migrations = false)]
+async fn yesterdays_filter_waits_for_a_batch_from_before_midnight(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-M", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(1);
+    let day = at.date_naive();
+    // A batch of today's first: the consumer's code.
+    inbox
+        .apply(&records_at(1, 0, &[order("M-today", "SKU-M", 1)]), None)
+        .await
+        .expect("applied");
+    // The clock a session sees: the setting inbox.test_clock_day when it
+    // has one (this database only), else the database's.
+    sqlx::query(
+        "CREATE OR REPLACE FUNCTION inbox_clock_day() RETURNS date LANGUAGE sql VOLATILE AS $$
+             SELECT coalesce(nullif(current_setting('inbox.test_clock_day', true), '')::date,
+                             (clock_timestamp() AT TIME ZONE 'UTC')::date) $$",
+    )
+    .execute(&pool)
+    .await
+    .expect("a settable clock");
+    // It is yesterday, just before midnight: yesterday is not closed yet.
+    sqlx::query("UPDATE inbox_ledger_filter SET closed_xid = NULL WHERE event_day = $1")
+        .bind(day)
+        .execute(&pool)
+        .await
+        .expect("yesterday open");
+    let before_midnight = order_at("M-0", "SKU-M", 1, at);
+    let mut open = pool.begin().await.expect("begin");
+    sqlx::query("SELECT set_config('inbox.test_clock_day', $1, true)")
+        .bind(day.to_string())
+        .execute(&mut *open)
+        .await
+        .expect("the batch's clock");
+    let written = sqlx::query(
+        "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
+                                      kafka_partition, status, consumer, topic, aggregate_id)
+         SELECT $1, 0, 1, $2, 5, 'p', code, (SELECT inbox_topic_code('orders')), 'M-0'
+         FROM inbox_consumer WHERE name = 'store-tests'",
+    )
+    .bind(before_midnight.message_id)
+    .bind(day)
+    .execute(&mut *open)
+    .await
+    .expect("a write of yesterday before midnight");
+    assert_eq!(written.rows_affected(), 1);
+    // After midnight (the other sessions' clock): the day closes, but its
+    // filter is not built while the batch runs.
+    let built = build_filters(&pool).await;
+    assert!(
+        built.iter().all(|b| b.day != day),
+        "built while a batch from before midnight ran: {built:?}"
+    );
+    assert!(!filter_is_clean(&pool, day).await);
+    open.commit().await.expect("the batch commits");
+    let built = build_filters(&pool).await;
+    assert!(
+        built.iter().any(|b| b.day == day && b.ids == 1),
+        "built with the batch's row: {built:?}"
+    );
+    assert!(filter_is_clean(&pool, day).await);
+    let redelivered = inbox
+        .apply(&records_at(0, 0, &[before_midnight]), None)
+        .await
+        .expect("applied");
+    // Its id is known (with another payload here: a conflict), never
+    // applied a second time.
+    assert_eq!(parked_of(&redelivered), [(ParkReason::EventIdConflict, 0)]);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        1
     );
 }
