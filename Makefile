@@ -19,7 +19,8 @@ help:
 deps:
 	@scripts/build-deps.sh
 
-# System packages the tests need (Debian's prometheus for tests/observability.rs),
+# System packages the tests need (Debian's prometheus for tests/observability.rs,
+# python3-venv for the CloudEvents SDK's venv of tests/cloudevents.rs),
 # and the OpenTelemetry Collector of tests/tracing.rs (tools/otelcol, built
 # with Go from the module proxy: minutes the first time, then a checksum).
 test-deps:

@@ -3,7 +3,10 @@
 # (scripts/build-deps.sh): Debian's `prometheus` package, whose
 # /usr/bin/prometheus and /usr/bin/promtool tests/observability.rs runs, and
 # the de_DE.UTF-8 locale, in which tests/dedup_window.rs runs a PostgreSQL
-# whose messages are German. Idempotent: does nothing when both are there.
+# whose messages are German; and Debian's `python3-venv` where python3 has
+# no venv module, for the venv scripts/cloudevents-sdk.sh makes of the
+# CloudEvents SDK (tests/cloudevents.rs). Idempotent: does nothing when all
+# are there.
 #
 # The tests start their own Prometheus on a free loopback port with a
 # temporary config and data directory; the Debian service is not used. Its
@@ -22,6 +25,14 @@ if ! locale -a 2>/dev/null | grep -qix 'de_DE.utf8'; then
   fi
   echo "test-deps: generating the de_DE.UTF-8 locale"
   "${sudo_cmd[@]}" localedef -i de_DE -f UTF-8 de_DE.UTF-8
+fi
+
+# Debian's python3 has venv and ensurepip only with python3-venv.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  echo "test-deps: installing python3-venv"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  python3 -c 'import ensurepip, venv' || { echo "test-deps: python3 has no venv module after installing python3-venv" >&2; exit 1; }
 fi
 
 if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool ]]; then

@@ -29,9 +29,10 @@ pub struct InboundRecord {
 }
 
 impl InboundRecord {
-    /// The ledger's fingerprint of this record's event (its JSON as parsed).
+    /// The ledger's fingerprint of this record's event (its JSON as parsed;
+    /// in CloudEvents structured mode, the envelope's `data`).
     pub fn fingerprint(&self) -> i64 {
-        event::fingerprint(self.payload.as_deref().unwrap_or_default())
+        event::fingerprint(self.payload.as_deref().unwrap_or_default(), &self.headers)
     }
 
     /// The hash of this record's bytes, which ledger rows written before

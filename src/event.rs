@@ -2,15 +2,21 @@
 //!
 //! `decode` turns the raw bytes and headers of a Kafka record into either a
 //! valid [`OrderPlaced`] or a [`Rejection`] carrying one of the parking
-//! reasons of docs/design.md#outcomes. It never panics, whatever the bytes (property-tested
-//! and fuzzed). The same types encode events for the load generator and the
-//! tests, so there is exactly one definition of the schema.
+//! reasons of docs/design.md#outcomes. A record is the event itself (plain,
+//! or CloudEvents binary mode with `ce_*` headers) or a CloudEvents
+//! structured-mode envelope with the event as its `data`; `content_mode`
+//! tells them apart (docs/design.md#cloudevents-binary-and-structured-mode).
+//! It never panics, whatever the bytes (property-tested and fuzzed). The
+//! same types encode events for the load generator and the tests, so there
+//! is exactly one definition of the schema.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use simd_json::borrowed::Object;
 use simd_json::prelude::*;
+use simd_json::BorrowedValue;
 use uuid::Uuid;
 
 /// Largest accepted payload (docs/design.md#the-event).
@@ -29,6 +35,16 @@ pub const SCHEMA_VERSION: u64 = 1;
 pub const HEADER_CE_ID: &str = "ce_id";
 /// CloudEvents Kafka binding header carrying the event time.
 pub const HEADER_CE_TIME: &str = "ce_time";
+/// Prefix of every CloudEvents attribute header in binary mode.
+pub const HEADER_CE_PREFIX: &str = "ce_";
+/// Kafka header carrying the media type of the record's value.
+pub const HEADER_CONTENT_TYPE: &str = "content-type";
+/// A `content-type` beginning with this marks a structured-mode record.
+pub const CLOUDEVENTS_MEDIA_TYPE_PREFIX: &str = "application/cloudevents";
+/// The only CloudEvents version this consumer reads.
+pub const CLOUDEVENTS_SPEC_VERSION: &str = "1.0";
+/// The envelope member that names the CloudEvents version.
+const ENVELOPE_SPECVERSION: &str = "specversion";
 
 /// One Kafka record header, as received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +56,8 @@ pub struct Header {
 /// A valid `OrderPlaced` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderPlaced {
-    /// The dedup identity: `ce_id` header, else the payload's `event_id`.
+    /// The dedup identity: the CloudEvents id (the `ce_id` header, or the
+    /// envelope's `id` in structured mode), else the event's `event_id`.
     pub message_id: Uuid,
     /// The order, also the record key and the reservation's business key.
     pub order_id: String,
@@ -199,38 +216,257 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
             "payload is not a JSON object",
         ));
     };
-    let field = |name: &str| object.get(name);
+    let (event, attributes) = match content_mode(headers, &document) {
+        ContentMode::Binary => {
+            check_event_type(object)?;
+            check_schema_version(object)?;
+            (object, header_attributes(headers))
+        }
+        ContentMode::Structured => envelope(object)?,
+    };
+    order(event, &attributes)
+}
 
-    match field("event_type").map(|v| v.as_str()) {
-        Some(Some(EVENT_TYPE)) => {}
-        Some(Some(other)) => {
-            return Err(Rejection::new(
-                ParkReason::UnsupportedEventType,
-                format!("event_type {:?}", truncate(other)),
-            ))
-        }
-        _ => {
-            return Err(Rejection::new(
-                ParkReason::UnsupportedEventType,
-                "event_type is missing or not a string",
-            ))
-        }
+/// How a record carries its CloudEvents attributes: the two content modes
+/// of the CloudEvents Kafka binding (docs/design.md#the-event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContentMode {
+    /// The value is the event; its attributes, if any, are `ce_*` headers.
+    /// A record without CloudEvents headers is read this way too.
+    Binary,
+    /// The value is a CloudEvents JSON envelope; the event is its `data`.
+    Structured,
+}
+
+/// The content mode of a record, decided in this order
+/// (docs/design.md#cloudevents-binary-and-structured-mode):
+/// 1. a `content-type` header whose media type begins with
+///    `application/cloudevents`: structured (the binding's own rule);
+/// 2. else any header whose key begins with `ce_`: binary (as the
+///    CloudEvents SDK's `from_kafka` decides; a structured record has none);
+/// 3. else a value that is a JSON object with a top-level `specversion`
+///    member: structured (the SDK's `cloudevents.v1.kafka` sends structured
+///    events as `application/json`, and the event's own schema has no
+///    `specversion`);
+/// 4. else binary.
+///
+/// Header keys are compared ignoring ASCII case, as the SDK reads them.
+fn content_mode(headers: &[Header], document: &BorrowedValue<'_>) -> ContentMode {
+    let content_type = headers
+        .iter()
+        .rev()
+        .find(|h| h.key.eq_ignore_ascii_case(HEADER_CONTENT_TYPE))
+        .and_then(|h| h.value.as_deref());
+    if content_type.is_some_and(is_cloudevents_media_type) {
+        return ContentMode::Structured;
     }
-    if field("schema_version").and_then(|v| v.as_u64()) != Some(SCHEMA_VERSION) {
+    let prefix = HEADER_CE_PREFIX.as_bytes();
+    let binary_header = headers.iter().any(|h| {
+        h.key
+            .as_bytes()
+            .get(..prefix.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+    });
+    if binary_header {
+        return ContentMode::Binary;
+    }
+    match document.as_object() {
+        Some(object) if object.contains_key(ENVELOPE_SPECVERSION) => ContentMode::Structured,
+        _ => ContentMode::Binary,
+    }
+}
+
+/// `application/cloudevents+json` and its kin, parameters and case aside.
+fn is_cloudevents_media_type(value: &[u8]) -> bool {
+    let media_type = value.split(|b| *b == b';').next().unwrap_or_default();
+    let media_type = media_type.trim_ascii();
+    let prefix = CLOUDEVENTS_MEDIA_TYPE_PREFIX.as_bytes();
+    media_type
+        .get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
+
+/// Binary mode: the value's own `event_type` must be `OrderPlaced` (a
+/// `ce_type` header does not stand in for it).
+fn check_event_type(event: &Object<'_>) -> Result<(), Rejection> {
+    match event.get("event_type").map(|v| v.as_str()) {
+        Some(Some(EVENT_TYPE)) => Ok(()),
+        Some(Some(other)) => Err(Rejection::new(
+            ParkReason::UnsupportedEventType,
+            format!("event_type {:?}", truncate(other)),
+        )),
+        _ => Err(Rejection::new(
+            ParkReason::UnsupportedEventType,
+            "event_type is missing or not a string",
+        )),
+    }
+}
+
+/// Both modes: the event carries `schema_version` 1; no CloudEvents
+/// attribute stands in for it.
+fn check_schema_version(event: &Object<'_>) -> Result<(), Rejection> {
+    if event.get("schema_version").and_then(|v| v.as_u64()) != Some(SCHEMA_VERSION) {
         return Err(Rejection::new(
             ParkReason::UnsupportedSchemaVersion,
             "schema_version is not 1",
         ));
     }
+    Ok(())
+}
 
-    let message_id = message_id(field("event_id"), headers)?;
+/// The CloudEvents attributes decoding reads, from where the content mode
+/// carries them: `ce_id` and `ce_time` headers in binary mode, the
+/// envelope's `id` and `time` in structured mode.
+struct Attributes<'a> {
+    /// Stands in for a missing `event_id`; must agree with a present one.
+    id: Attribute<'a>,
+    /// The event time when the event has no `occurred_at`.
+    time: Attribute<'a>,
+}
+
+/// One attribute: its name as the record spells it (for parking details)
+/// and its text, `Some(Err(detail))` when it is there but is no text.
+struct Attribute<'a> {
+    name: &'static str,
+    value: Option<Result<&'a str, &'static str>>,
+}
+
+/// Binary mode's attributes. A `ce_time` that is not UTF-8 counts as absent.
+fn header_attributes(headers: &[Header]) -> Attributes<'_> {
+    Attributes {
+        id: Attribute {
+            name: HEADER_CE_ID,
+            value: header(headers, HEADER_CE_ID).map(|value| {
+                value
+                    .and_then(|bytes| std::str::from_utf8(bytes).ok())
+                    .ok_or("ce_id header is not UTF-8")
+            }),
+        },
+        time: Attribute {
+            name: HEADER_CE_TIME,
+            value: header_text(headers, HEADER_CE_TIME).map(Ok),
+        },
+    }
+}
+
+/// Structured mode: the envelope's own checks (`specversion` 1.0, `type`
+/// `OrderPlaced`, the order as a JSON object in `data`), then `data` as the
+/// event, held to binary mode's rules except that `type` stands in for
+/// `event_type` (one in `data` must agree).
+fn envelope<'a, 'v>(
+    envelope: &'a Object<'v>,
+) -> Result<(&'a Object<'v>, Attributes<'a>), Rejection> {
+    let reject = |reason, detail: String| Err(Rejection::new(reason, detail));
+    match envelope.get(ENVELOPE_SPECVERSION).map(|v| v.as_str()) {
+        Some(Some(CLOUDEVENTS_SPEC_VERSION)) => {}
+        Some(Some(other)) => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                format!(
+                    "CloudEvents specversion {:?}; only {CLOUDEVENTS_SPEC_VERSION} is read",
+                    truncate(other)
+                ),
+            )
+        }
+        Some(None) => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                "CloudEvents specversion is not a string".into(),
+            )
+        }
+        None => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                "CloudEvents envelope without specversion".into(),
+            )
+        }
+    }
+    match envelope.get("type").map(|v| v.as_str()) {
+        Some(Some(EVENT_TYPE)) => {}
+        Some(Some(other)) => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                format!("type {:?}", truncate(other)),
+            )
+        }
+        _ => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                "type is missing or not a string".into(),
+            )
+        }
+    }
+    if envelope.contains_key("data_base64") {
+        return reject(
+            ParkReason::MalformedJson,
+            "data_base64: the order must be a JSON object in data, not binary data".into(),
+        );
+    }
+    let event = match envelope.get("data").map(|v| v.as_object()) {
+        Some(Some(event)) => event,
+        Some(None) => {
+            return reject(
+                ParkReason::MalformedJson,
+                "data is not a JSON object".into(),
+            )
+        }
+        None => {
+            return reject(
+                ParkReason::MalformedJson,
+                "CloudEvents envelope without data".into(),
+            )
+        }
+    };
+    match event.get("event_type").map(|v| v.as_str()) {
+        None | Some(Some(EVENT_TYPE)) => {}
+        Some(Some(other)) => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                format!(
+                    "data.event_type {:?} disagrees with type {EVENT_TYPE:?}",
+                    truncate(other)
+                ),
+            )
+        }
+        Some(None) => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                "data.event_type is not a string".into(),
+            )
+        }
+    }
+    check_schema_version(event)?;
+    let attribute = |name: &'static str, not_text: &'static str| Attribute {
+        name,
+        // A null attribute is an absent one, as a null occurred_at is.
+        value: envelope
+            .get(name)
+            .filter(|value| !value.is_null())
+            .map(|value| value.as_str().ok_or(not_text)),
+    };
+    Ok((
+        event,
+        Attributes {
+            id: attribute("id", "id is not a string"),
+            time: attribute("time", "time is not a string"),
+        },
+    ))
+}
+
+/// The order of an event (the value in binary mode, `data` in structured
+/// mode), its identity and event time completed by the attributes.
+fn order(event: &Object<'_>, attributes: &Attributes<'_>) -> Result<OrderPlaced, Rejection> {
+    let field = |name: &str| event.get(name);
+    let message_id = message_id(field("event_id"), &attributes.id)?;
     let with_id = |reason, detail: String| Rejection {
         reason,
         detail,
         message_id: Some(message_id),
     };
 
-    // A null occurred_at is no event time of the payload's: ce_time stands in.
+    // A null occurred_at is no event time of the event's: the time
+    // attribute stands in.
+    let time = &attributes.time;
     let occurred_at = match field("occurred_at").filter(|value| !value.is_null()) {
         Some(value) => match value.as_str() {
             Some(text) => parse_time(text).ok_or_else(|| {
@@ -246,17 +482,18 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
                 ))
             }
         },
-        None => match header_text(headers, HEADER_CE_TIME) {
-            Some(text) => parse_time(text).ok_or_else(|| {
+        None => match time.value {
+            Some(Ok(text)) => parse_time(text).ok_or_else(|| {
                 with_id(
                     ParkReason::InvalidField,
-                    format!("ce_time {:?} is not RFC 3339", truncate(text)),
+                    format!("{} {:?} is not RFC 3339", time.name, truncate(text)),
                 )
             })?,
+            Some(Err(detail)) => return Err(with_id(ParkReason::InvalidField, detail.into())),
             None => {
                 return Err(with_id(
                     ParkReason::MissingEventTime,
-                    "neither occurred_at nor ce_time".into(),
+                    format!("neither occurred_at nor {}", time.name),
                 ))
             }
         },
@@ -325,28 +562,23 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
     })
 }
 
-/// The dedup identity: `ce_id` when present, else `event_id`; both present
-/// and different is a producer error, not something to guess about. With a
-/// `ce_id`, an `event_id` that is not a UUID (or null) is not an identity
-/// and is ignored.
+/// The dedup identity: the id attribute (`ce_id`, or the envelope's `id`)
+/// when present, else `event_id`; both present and different is a producer
+/// error, not something to guess about. With an id attribute, an
+/// `event_id` that is not a UUID (or null) is not an identity and is
+/// ignored.
 fn message_id(
-    payload_id: Option<&simd_json::BorrowedValue<'_>>,
-    headers: &[Header],
+    payload_id: Option<&BorrowedValue<'_>>,
+    id: &Attribute<'_>,
 ) -> Result<Uuid, Rejection> {
-    let header_id = match header(headers, HEADER_CE_ID) {
-        Some(value) => {
-            let text = value
-                .and_then(|bytes| std::str::from_utf8(bytes).ok())
-                .ok_or_else(|| {
-                    Rejection::new(ParkReason::InvalidEventId, "ce_id header is not UTF-8")
-                })?;
-            Some(parse_uuid(text, "ce_id")?)
-        }
+    let attribute_id = match id.value {
+        Some(Ok(text)) => Some(parse_uuid(text, id.name)?),
+        Some(Err(detail)) => return Err(Rejection::new(ParkReason::InvalidEventId, detail)),
         None => None,
     };
-    // With a ce_id, the payload's event_id only has to agree when it is an
-    // id at all: the identity is the header's.
-    let payload_id = match (payload_id, header_id) {
+    // With an id attribute, the payload's event_id only has to agree when
+    // it is an id at all: the identity is the attribute's.
+    let payload_id = match (payload_id, attribute_id) {
         (None, _) => None,
         (Some(value), Some(_)) => value.as_str().and_then(|text| Uuid::parse_str(text).ok()),
         (Some(value), None) => match value.as_str() {
@@ -359,16 +591,16 @@ fn message_id(
             }
         },
     };
-    match (header_id, payload_id) {
-        (Some(h), Some(p)) if h != p => Err(Rejection {
+    match (attribute_id, payload_id) {
+        (Some(a), Some(p)) if a != p => Err(Rejection {
             reason: ParkReason::EventIdMismatch,
-            detail: format!("ce_id {h} differs from event_id {p}"),
-            message_id: Some(h),
+            detail: format!("{} {a} differs from event_id {p}", id.name),
+            message_id: Some(a),
         }),
-        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (Some(found), _) | (None, Some(found)) => Ok(found),
         (None, None) => Err(Rejection::new(
             ParkReason::MissingEventId,
-            "neither ce_id nor event_id",
+            format!("neither {} nor event_id", id.name),
         )),
     }
 }
@@ -432,13 +664,21 @@ pub fn payload_hash(payload: &[u8]) -> i64 {
 /// redelivery re-serialized by its producer is a duplicate, and only another
 /// event under the same id a conflict. A payload that is not JSON is hashed
 /// by its bytes.
-pub fn fingerprint(payload: &[u8]) -> i64 {
+///
+/// In structured mode it is the hash of the envelope's `data` alone, as in
+/// binary mode it is of the value alone (the `ce_*` headers are not in it):
+/// the attributes around the order do not make another event, and the same
+/// CloudEvent sent in either mode has the same fingerprint.
+pub fn fingerprint(payload: &[u8], headers: &[Header]) -> i64 {
     let mut buffer = payload.to_vec();
-    let hash = match simd_json::to_borrowed_value(&mut buffer) {
-        Ok(document) => canonical(Fnv::default(), &document).0 as i64,
-        Err(_) => payload_hash(payload),
+    let Ok(document) = simd_json::to_borrowed_value(&mut buffer) else {
+        return payload_hash(payload);
     };
-    hash
+    let event = match content_mode(headers, &document) {
+        ContentMode::Structured => document.get("data").unwrap_or(&document),
+        ContentMode::Binary => &document,
+    };
+    canonical(Fnv::default(), event).0 as i64
 }
 
 /// FNV-1a, 64 bits.
@@ -755,10 +995,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn field_limits_are_enforced() {
-        type Edit = Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>;
-        let cases: Vec<Edit> = vec![
+    type Edit = Box<dyn Fn(&mut serde_json::Map<String, serde_json::Value>)>;
+
+    /// Edits of a valid event that each break one limit of its fields.
+    fn limit_violations() -> Vec<Edit> {
+        vec![
             Box::new(|o| {
                 o.insert("order_id".into(), "".into());
             }),
@@ -807,8 +1048,12 @@ mod tests {
                     serde_json::json!([{"sku": "A", "quantity": 1}, {"sku": "A", "quantity": 2}]),
                 );
             }),
-        ];
-        for (index, case) in cases.iter().enumerate() {
+        ]
+    }
+
+    #[test]
+    fn field_limits_are_enforced() {
+        for (index, case) in limit_violations().iter().enumerate() {
             assert_eq!(with(case), ParkReason::InvalidField, "case {index}");
         }
         // The edges themselves are accepted.
@@ -835,7 +1080,7 @@ mod tests {
         let written = br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null,"ok":true}"#;
         let again = br#"{ "ok" : true, "n": null, "lines": [ {"quantity": 2.0, "sku": "A"} ],
             "order_id": "O-1", "event_id": "5d3e0c1e-0000-4000-8000-000000000001" }"#;
-        assert_eq!(fingerprint(written), fingerprint(again));
+        assert_eq!(fingerprint(written, &[]), fingerprint(again, &[]));
         for other in [
             &br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":3}],"n":null,"ok":true}"#[..],
             br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null,"ok":false}"#,
@@ -843,12 +1088,18 @@ mod tests {
             br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2.5}],"n":null,"ok":true}"#,
             br#"{"event_id":"5d3e0c1e-0000-4000-8000-000000000001","order_id":"O-1","lines":[{"sku":"A","quantity":2}],"n":null}"#,
         ] {
-            assert_ne!(fingerprint(written), fingerprint(other));
+            assert_ne!(fingerprint(written, &[]), fingerprint(other, &[]));
         }
         // A string is never taken for the number it spells, nor two keys for one.
-        assert_ne!(fingerprint(br#"{"a":"1"}"#), fingerprint(br#"{"a":1}"#));
-        assert_ne!(fingerprint(br#"{"ab":"c"}"#), fingerprint(br#"{"a":"bc"}"#));
-        assert_eq!(fingerprint(b"not json"), payload_hash(b"not json"));
+        assert_ne!(
+            fingerprint(br#"{"a":"1"}"#, &[]),
+            fingerprint(br#"{"a":1}"#, &[])
+        );
+        assert_ne!(
+            fingerprint(br#"{"ab":"c"}"#, &[]),
+            fingerprint(br#"{"a":"bc"}"#, &[])
+        );
+        assert_eq!(fingerprint(b"not json", &[]), payload_hash(b"not json"));
     }
 
     #[test]
@@ -856,6 +1107,386 @@ mod tests {
         assert_eq!(payload_hash(b""), 0xcbf2_9ce4_8422_2325_u64 as i64);
         assert_eq!(payload_hash(b"a"), 0xaf63_dc4c_8601_ec8c_u64 as i64);
         assert_ne!(payload_hash(b"ab"), payload_hash(b"ba"));
+    }
+
+    /// The sample as a structured-mode CloudEvent: its id and time as
+    /// attributes, its order (with `schema_version`, without `event_id`,
+    /// `event_type` or `occurred_at`) as `data`.
+    fn envelope_json() -> serde_json::Value {
+        let event = sample();
+        let mut data = sample_json();
+        let data_members = data.as_object_mut().unwrap();
+        for name in ["event_id", "event_type", "occurred_at"] {
+            data_members.remove(name);
+        }
+        serde_json::json!({
+            "specversion": "1.0",
+            "id": event.message_id.to_string(),
+            "type": "OrderPlaced",
+            "source": "/shop/checkout",
+            "time": "2026-12-02T12:00:00Z",
+            "datacontenttype": "application/json",
+            "data": data,
+        })
+    }
+
+    fn decode_value(
+        value: &serde_json::Value,
+        headers: &[Header],
+    ) -> Result<OrderPlaced, Rejection> {
+        decode(Some(&serde_json::to_vec(value).unwrap()), headers)
+    }
+
+    /// The rejection of the sample envelope after `mutate`, read by its shape.
+    fn envelope_with(mutate: impl FnOnce(&mut serde_json::Value)) -> Rejection {
+        let mut value = envelope_json();
+        mutate(&mut value);
+        decode_value(&value, &[]).unwrap_err()
+    }
+
+    fn structured_content_type() -> Header {
+        header_of("content-type", "application/cloudevents+json")
+    }
+
+    #[test]
+    fn structured_envelope_is_read_by_its_shape_or_its_content_type() {
+        let envelope = envelope_json();
+        for headers in [
+            vec![],
+            // The CloudEvents SDK's cloudevents.v1.kafka sends this.
+            vec![header_of("content-type", "application/json")],
+            vec![structured_content_type()],
+            vec![header_of(
+                "Content-Type",
+                "Application/CloudEvents+JSON; charset=utf-8",
+            )],
+        ] {
+            assert_eq!(
+                decode_value(&envelope, &headers),
+                Ok(sample()),
+                "{headers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn content_type_cloudevents_means_structured_whatever_the_value() {
+        // Without specversion it is still taken for an envelope, a bad one.
+        let rejection =
+            decode(Some(&sample().to_json()), &[structured_content_type()]).unwrap_err();
+        assert_eq!(rejection.reason, ParkReason::UnsupportedSchemaVersion);
+        assert!(
+            rejection.detail.contains("specversion"),
+            "{}",
+            rejection.detail
+        );
+        // And it wins over ce_ headers, as the binding says.
+        let headers = [header_of("ce_id", "nope"), structured_content_type()];
+        assert_eq!(decode_value(&envelope_json(), &headers), Ok(sample()));
+    }
+
+    #[test]
+    fn ce_headers_keep_a_record_in_binary_mode() {
+        // A value with a specversion member, but ce_ headers: binary mode,
+        // where the value itself must be the event.
+        for key in ["ce_specversion", "ce_source", "CE_TYPE"] {
+            let rejection = decode_value(&envelope_json(), &[header_of(key, "1.0")]).unwrap_err();
+            assert_eq!(rejection.reason, ParkReason::UnsupportedEventType, "{key}");
+            assert_eq!(rejection.detail, "event_type is missing or not a string");
+        }
+        // The event itself with the SDK's binary headers is read as before.
+        let event = sample();
+        let headers = [
+            header_of("content-type", "application/json"),
+            header_of("ce_specversion", "1.0"),
+            header_of("ce_id", &event.message_id.to_string()),
+            header_of("ce_type", "OrderPlaced"),
+            header_of("ce_source", "/shop/checkout"),
+        ];
+        assert_eq!(decode(Some(&event.to_json()), &headers), Ok(event));
+    }
+
+    #[test]
+    fn binary_and_structured_modes_decode_one_cloudevent_alike() {
+        // The same CloudEvent in both modes, its data the full event body
+        // that binary mode needs (event_type and schema_version).
+        let id = "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11";
+        let mut data = sample_json();
+        for name in ["event_id", "occurred_at"] {
+            data.as_object_mut().unwrap().remove(name);
+        }
+        let binary = decode(
+            Some(&serde_json::to_vec(&data).unwrap()),
+            &[
+                header_of("ce_specversion", "1.0"),
+                header_of("ce_id", id),
+                header_of("ce_type", "OrderPlaced"),
+                header_of("ce_time", "2026-11-30T08:00:00Z"),
+            ],
+        )
+        .unwrap();
+        let structured = decode_value(
+            &serde_json::json!({"specversion": "1.0", "id": id, "type": "OrderPlaced",
+                "source": "/shop", "time": "2026-11-30T08:00:00Z", "data": data}),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(binary, structured);
+        assert_eq!(structured.message_id, Uuid::parse_str(id).unwrap());
+    }
+
+    #[test]
+    fn structured_id_is_the_identity_and_must_be_a_uuid() {
+        for id in [
+            serde_json::json!("not-a-uuid"),
+            serde_json::json!(42),
+            serde_json::Value::Null,
+        ] {
+            let rejection = envelope_with(|v| v["id"] = id.clone());
+            if id.is_null() {
+                // A null id is no id; data has no event_id either.
+                assert_eq!(rejection.reason, ParkReason::MissingEventId);
+                assert_eq!(rejection.detail, "neither id nor event_id");
+            } else {
+                assert_eq!(rejection.reason, ParkReason::InvalidEventId, "{id}");
+            }
+        }
+        let rejection = envelope_with(|v| v["id"] = "nope".into());
+        assert_eq!(rejection.detail, "id \"nope\" is not a UUID");
+    }
+
+    #[test]
+    fn structured_id_and_a_different_event_id_in_data_are_parked() {
+        let other = "0b9f5a3e-7f43-4c59-9d0e-2f6e1c3f0a11";
+        let rejection = envelope_with(|v| v["data"]["event_id"] = other.into());
+        assert_eq!(rejection.reason, ParkReason::EventIdMismatch);
+        assert_eq!(rejection.message_id, Some(sample().message_id));
+        // The same id in data, or one that is no UUID at all, is accepted.
+        for event_id in [
+            serde_json::json!(sample().message_id.to_string().to_uppercase()),
+            serde_json::json!("ORDER-EVENT-7"),
+        ] {
+            let mut value = envelope_json();
+            value["data"]["event_id"] = event_id;
+            assert_eq!(decode_value(&value, &[]), Ok(sample()));
+        }
+        // Without an id attribute, data's event_id is the identity, as in
+        // binary mode without ce_id.
+        let mut value = envelope_json();
+        value.as_object_mut().unwrap().remove("id");
+        value["data"]["event_id"] = other.into();
+        assert_eq!(
+            decode_value(&value, &[]).unwrap().message_id,
+            Uuid::parse_str(other).unwrap()
+        );
+    }
+
+    #[test]
+    fn structured_time_is_the_event_time_when_data_has_no_occurred_at() {
+        let mut value = envelope_json();
+        value["time"] = "2026-11-30T23:59:59+00:00".into();
+        assert_eq!(
+            decode_value(&value, &[]).unwrap().event_day(),
+            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
+        );
+        // occurred_at in data wins over time; a null one does not.
+        value["data"]["occurred_at"] = "2026-12-01T10:00:00Z".into();
+        assert_eq!(
+            decode_value(&value, &[]).unwrap().event_day(),
+            NaiveDate::from_ymd_opt(2026, 12, 1).unwrap()
+        );
+        value["data"]["occurred_at"] = serde_json::Value::Null;
+        assert_eq!(
+            decode_value(&value, &[]).unwrap().event_day(),
+            NaiveDate::from_ymd_opt(2026, 11, 30).unwrap()
+        );
+    }
+
+    #[test]
+    fn structured_event_without_a_usable_time_is_parked() {
+        let rejection = envelope_with(|v| {
+            v.as_object_mut().unwrap().remove("time");
+        });
+        assert_eq!(rejection.reason, ParkReason::MissingEventTime);
+        assert_eq!(rejection.detail, "neither occurred_at nor time");
+        assert_eq!(rejection.message_id, Some(sample().message_id));
+        assert_eq!(
+            envelope_with(|v| v["time"] = serde_json::Value::Null).reason,
+            ParkReason::MissingEventTime
+        );
+        assert_eq!(
+            envelope_with(|v| v["time"] = "yesterday".into()).reason,
+            ParkReason::InvalidField
+        );
+        assert_eq!(
+            envelope_with(|v| v["time"] = 1_764_676_800.into()).detail,
+            "time is not a string"
+        );
+    }
+
+    #[test]
+    fn structured_type_other_than_order_placed_is_parked_naming_it() {
+        let rejection = envelope_with(|v| v["type"] = "OrderCancelled".into());
+        assert_eq!(rejection.reason, ParkReason::UnsupportedEventType);
+        assert!(
+            rejection.detail.contains("OrderCancelled"),
+            "{}",
+            rejection.detail
+        );
+        for missing in [None, Some(serde_json::json!(7))] {
+            let rejection = envelope_with(|v| match &missing {
+                None => {
+                    v.as_object_mut().unwrap().remove("type");
+                }
+                Some(other) => v["type"] = other.clone(),
+            });
+            assert_eq!(rejection.reason, ParkReason::UnsupportedEventType);
+        }
+    }
+
+    #[test]
+    fn structured_data_event_type_may_be_absent_but_must_agree() {
+        let mut value = envelope_json();
+        value["data"]["event_type"] = "OrderPlaced".into();
+        assert_eq!(decode_value(&value, &[]), Ok(sample()));
+        for other in [serde_json::json!("OrderShipped"), serde_json::Value::Null] {
+            let rejection = envelope_with(|v| v["data"]["event_type"] = other.clone());
+            assert_eq!(
+                rejection.reason,
+                ParkReason::UnsupportedEventType,
+                "{other}"
+            );
+            assert!(
+                rejection.detail.starts_with("data.event_type"),
+                "{}",
+                rejection.detail
+            );
+        }
+    }
+
+    #[test]
+    fn structured_specversion_other_than_1_0_is_parked() {
+        for version in [
+            serde_json::json!("0.3"),
+            serde_json::json!("1.1"),
+            serde_json::json!(1.0),
+            serde_json::Value::Null,
+        ] {
+            let rejection = envelope_with(|v| v["specversion"] = version.clone());
+            assert_eq!(
+                rejection.reason,
+                ParkReason::UnsupportedSchemaVersion,
+                "{version}"
+            );
+            assert!(
+                rejection.detail.contains("specversion"),
+                "{}",
+                rejection.detail
+            );
+        }
+        let rejection = envelope_with(|v| v["specversion"] = "0.3".into());
+        assert_eq!(
+            rejection.detail,
+            "CloudEvents specversion \"0.3\"; only 1.0 is read"
+        );
+    }
+
+    #[test]
+    fn structured_data_must_be_a_json_object() {
+        let rejection = envelope_with(|v| {
+            let members = v.as_object_mut().unwrap();
+            members.remove("data");
+            members.insert("data_base64".into(), "eyJvcmRlcl9pZCI6IjEifQ==".into());
+        });
+        assert_eq!(rejection.reason, ParkReason::MalformedJson);
+        assert!(
+            rejection.detail.contains("data_base64"),
+            "{}",
+            rejection.detail
+        );
+        let rejection = envelope_with(|v| {
+            v.as_object_mut().unwrap().remove("data");
+        });
+        assert_eq!(rejection.reason, ParkReason::MalformedJson);
+        for data in [
+            serde_json::json!("{\"order_id\":\"ORD-1001\"}"),
+            serde_json::json!([1, 2]),
+            serde_json::json!(42),
+            serde_json::Value::Null,
+        ] {
+            let rejection = envelope_with(|v| v["data"] = data.clone());
+            assert_eq!(rejection.reason, ParkReason::MalformedJson, "{data}");
+            assert_eq!(rejection.detail, "data is not a JSON object");
+        }
+    }
+
+    #[test]
+    fn structured_data_needs_schema_version_1_as_binary_mode_does() {
+        for version in [None, Some(serde_json::json!(2))] {
+            let rejection = envelope_with(|v| {
+                let data = v["data"].as_object_mut().unwrap();
+                match &version {
+                    None => {
+                        data.remove("schema_version");
+                    }
+                    Some(other) => {
+                        data.insert("schema_version".into(), other.clone());
+                    }
+                }
+            });
+            assert_eq!(rejection.reason, ParkReason::UnsupportedSchemaVersion);
+        }
+    }
+
+    #[test]
+    fn structured_events_keep_every_limit() {
+        for (index, case) in limit_violations().iter().enumerate() {
+            let rejection = envelope_with(|v| case(v["data"].as_object_mut().unwrap()));
+            assert_eq!(rejection.reason, ParkReason::InvalidField, "case {index}");
+        }
+        // The 64 KiB are the record's value, the envelope included.
+        let mut value = envelope_json();
+        value["source"] = "x".repeat(MAX_PAYLOAD_BYTES).into();
+        assert_eq!(
+            decode_value(&value, &[]).unwrap_err().reason,
+            ParkReason::PayloadTooLarge
+        );
+    }
+
+    #[test]
+    fn a_structured_fingerprint_is_of_its_data() {
+        let written = serde_json::to_vec(&envelope_json()).unwrap();
+        // Byte-identical, and written out again with other spacing.
+        assert_eq!(
+            fingerprint(&written, &[]),
+            fingerprint(&written.clone(), &[])
+        );
+        let again = serde_json::to_vec_pretty(&envelope_json()).unwrap();
+        assert_eq!(fingerprint(&written, &[]), fingerprint(&again, &[]));
+        // The attributes around the order are not in it; the order is.
+        let mut resent = envelope_json();
+        resent["source"] = "/shop/retry".into();
+        resent["time"] = "2026-12-02T12:00:05Z".into();
+        let resent = serde_json::to_vec(&resent).unwrap();
+        assert_eq!(fingerprint(&written, &[]), fingerprint(&resent, &[]));
+        let mut other = envelope_json();
+        other["data"]["lines"][0]["quantity"] = 3.into();
+        assert_ne!(
+            fingerprint(&written, &[]),
+            fingerprint(&serde_json::to_vec(&other).unwrap(), &[])
+        );
+        // The same CloudEvent in binary mode: its value is the data.
+        let data = serde_json::to_vec(&envelope_json()["data"]).unwrap();
+        let binary_headers = [header_of("ce_id", &sample().message_id.to_string())];
+        assert_eq!(
+            fingerprint(&written, &[structured_content_type()]),
+            fingerprint(&data, &binary_headers)
+        );
+        // ce_ headers make the same bytes a binary record: all of it counts.
+        assert_ne!(
+            fingerprint(&written, &[]),
+            fingerprint(&written, &binary_headers)
+        );
     }
 
     proptest! {
@@ -880,6 +1511,39 @@ mod tests {
             bytes[position] = byte;
             let headers: Vec<Header> = header.iter().map(|h| header_of("ce_id", h)).collect();
             let _ = decode(Some(&bytes), &headers);
+        }
+
+        #[test]
+        fn mutated_structured_envelopes_never_panic(
+            position in 0usize..400,
+            byte in any::<u8>(),
+            content_type in proptest::option::of("[ -~]{0,40}"),
+        ) {
+            let mut bytes = serde_json::to_vec(&envelope_json()).unwrap();
+            let position = position % bytes.len();
+            bytes[position] = byte;
+            let headers: Vec<Header> =
+                content_type.iter().map(|h| header_of("content-type", h)).collect();
+            let _ = decode(Some(&bytes), &headers);
+            let _ = fingerprint(&bytes, &headers);
+        }
+
+        #[test]
+        fn arbitrary_envelope_members_never_panic(
+            member in "(specversion|id|type|time|data|data_base64|event_id|occurred_at|schema_version)",
+            text in "[{}\\[\\]\":,0-9a-z_ .\\-]{0,80}",
+            inside_data in any::<bool>(),
+        ) {
+            let mut value = envelope_json();
+            let replacement = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+            if inside_data {
+                value["data"][member.as_str()] = replacement;
+            } else {
+                value[member.as_str()] = replacement;
+            }
+            let bytes = serde_json::to_vec(&value).unwrap();
+            let _ = decode(Some(&bytes), &[structured_content_type()]);
+            let _ = fingerprint(&bytes, &[]);
         }
 
         #[test]

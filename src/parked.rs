@@ -158,7 +158,8 @@ pub fn headers_json(headers: &[Header]) -> String {
 }
 
 /// Headers back from their stored JSON (for a replay). Redacted values stay
-/// redacted; only the CloudEvents headers matter to decoding.
+/// redacted; only the CloudEvents headers and `content-type` matter to
+/// decoding.
 pub fn headers_from_json(json: &str) -> Vec<Header> {
     let Ok(serde_json::Value::Object(object)) = serde_json::from_str(json) else {
         return Vec::new();

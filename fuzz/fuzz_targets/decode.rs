@@ -1,6 +1,7 @@
 //! Fuzzes decoding and validation: arbitrary payload bytes, with a `ce_id`
-//! and a `ce_time` header cut from the same input, must never panic, and a
-//! valid event must re-encode to something that decodes to itself.
+//! and a `ce_time` header cut from the same input and a CloudEvents
+//! structured-mode `content-type`, must never panic, and a valid event must
+//! re-encode to something that decodes to itself.
 #![no_main]
 
 use inventory_inbox::event::{decode, Header};
@@ -8,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     // The first byte chooses which headers the record carries; the header
-    // values are short slices of the input itself.
+    // values of ce_id and ce_time are short slices of the input itself.
     let (selector, payload) = data.split_first().unwrap_or((&0, &[]));
     let mut headers = Vec::new();
     if selector & 1 == 1 {
@@ -21,6 +22,12 @@ fuzz_target!(|data: &[u8]| {
         headers.push(Header {
             key: "ce_time".into(),
             value: Some(payload.iter().rev().take(24).copied().collect()),
+        });
+    }
+    if selector & 4 == 4 {
+        headers.push(Header {
+            key: "content-type".into(),
+            value: Some(b"application/cloudevents+json".to_vec()),
         });
     }
     if let Ok(event) = decode(Some(payload), &headers) {
