@@ -2,10 +2,11 @@
 # make soak: SOAK_MINUTES (60) of SOAK_RATE (1,400) events/s with 5 %
 # duplicates and 1 % poison against one consumer, with days rolling over
 # (docs/design.md#storage): every SOAK_DAY_SECONDS (300) the database's
-# "today" (inbox_today(), replaced in the soak's own database) moves a day
-# forward and the generator's event times with it, so that the consumer's
-# own maintenance (every SOAK_MAINTENANCE_SECONDS, 20) makes and drops
-# partitions under load, and the owner's `inventory-inbox maintain` (the
+# "today" (inbox_today() and inbox_clock_day(), replaced in the soak's own
+# database) moves a day forward and the generator's event times with it, so
+# that the consumer's own maintenance (every SOAK_MAINTENANCE_SECONDS, 20)
+# makes and drops partitions and builds the filters of closed days under
+# load, and the owner's `inventory-inbox maintain` (the
 # hourly cron job: it also compacts the indexes of closed days) runs every
 # minute. The retention is shortened so that days go within the hour: the
 # ledger's window 2 days back, reservations 3, parked rows 2.
@@ -55,6 +56,11 @@ psql -q "$DATABASE_URL" <<SQL
 CREATE OR REPLACE FUNCTION inbox_today() RETURNS date LANGUAGE sql STABLE AS \$\$
     SELECT (to_timestamp($started) AT TIME ZONE 'UTC')::date
            + floor(extract(epoch FROM now() - to_timestamp($started)) / $day_seconds)::integer
+\$\$;
+CREATE OR REPLACE FUNCTION inbox_clock_day() RETURNS date LANGUAGE sql VOLATILE AS \$\$
+    SELECT (to_timestamp($started) AT TIME ZONE 'UTC')::date
+           + floor(extract(epoch FROM clock_timestamp() - to_timestamp($started))
+                   / $day_seconds)::integer
 \$\$;
 SQL
 "$BIN/inventory-inbox" maintain >/dev/null
