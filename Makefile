@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test verify fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | verify | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -40,6 +40,14 @@ build: deps
 test: deps test-deps services-up
 	scripts/services.sh prune
 	$(CARGO) test --workspace $(FEATURES)
+
+# The store against the reference model of docs/design.md's rules
+# (tests/model_store.rs, docs/design.md#checked-against-a-model) for
+# MODEL_CASES generated cases instead of make test's few; prints the
+# outcomes exercised and the cases per minute.
+MODEL_CASES ?= 2000
+verify: deps services-up
+	MODEL_CASES=$(MODEL_CASES) $(CARGO) test $(FEATURES) --test model_store -- --nocapture
 
 # One generator scenario with a lag spike, against a consumer started and
 # stopped here, on a fresh database and topic.
