@@ -16,9 +16,10 @@
 #
 # The history is written once, set-based in SQL (loadtest/sql/scale_history.sql,
 # minutes per 10 million events), into the database scale_history_<events>,
-# and kept for the next run: each run adds its own events to it (a few
-# hundred thousand, under 1 % of the history). `scripts/services.sh prune`
-# leaves it; drop it by hand to reclaim the disk (~7 GB per 10 M events).
+# and kept for the next run; each round empties today's partitions first, so
+# that today holds the round's own events on both databases.
+# `scripts/services.sh prune` leaves it; drop it by hand to reclaim the disk
+# (~7 GB per 10 M events).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,6 +70,24 @@ autovacuum_idle() {
 measure() {
     local size=$1_$3 database=$2
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
+    # Today holds this round's events only, as on the empty database: the
+    # history is the days before today, and the events earlier runs of
+    # the day left in today's partitions (millions after a few runs) would
+    # make today, the one day every batch looks up in full, larger on one
+    # side only.
+    psql -q "$PG/$database" <<'SQL'
+DO $$
+DECLARE
+    parent text;
+BEGIN
+    FOREACH parent IN ARRAY ARRAY['processed_inbox', 'order_reservation', 'inbox_parked'] LOOP
+        IF to_regclass(parent || '_p' || to_char(inbox_today(), 'YYYYMMDD')) IS NOT NULL THEN
+            EXECUTE format('TRUNCATE %I', parent || '_p' || to_char(inbox_today(), 'YYYYMMDD'));
+        END IF;
+    END LOOP;
+END
+$$;
+SQL
     # The hourly maintenance: partitions, and the filters of closed days
     # (docs/design.md#the-filter-of-closed-days), as in production.
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" maintain >&2
