@@ -126,7 +126,7 @@ cmd_prune() {
     count=$("${psql[@]}" -c "SELECT count(*) FROM pg_database WHERE datname ~ '$RUN_DATABASES'") ||
         die "could not list the run databases"
     "${psql[@]}" >/dev/null <<SQL || die "could not drop the run databases"
-SELECT format('DROP DATABASE %I WITH (FORCE)', datname) FROM pg_database
+SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database
 WHERE datname ~ '$RUN_DATABASES'
 \\gexec
 SQL
