@@ -44,7 +44,8 @@ test: deps test-deps services-up
 # The store against the reference model of docs/design.md's rules
 # (tests/model_store.rs, docs/design.md#checked-against-a-model) for
 # MODEL_CASES generated cases instead of make test's few; prints the
-# outcomes exercised and the cases per minute.
+# outcomes exercised and the cases per minute. Not beside make test, whose
+# `scripts/services.sh prune` drops the databases of runs, this one's too.
 MODEL_CASES ?= 2000
 verify: deps services-up
 	MODEL_CASES=$(MODEL_CASES) $(CARGO) test $(FEATURES) --test model_store -- --nocapture

@@ -44,7 +44,10 @@ mod lanes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use inventory_inbox::store::{build_next_filter, register_codes, BatchOutcome, Inbox, StoreError};
 use model::{Counts, Model, Tables};
@@ -150,7 +153,16 @@ async fn run_case(server: &Server, case: &Case) -> Result<(), String> {
         on_hand.clone(),
         Some(REFUSED_ORDER.into()),
     );
-    let (name, pool) = server.database(&on_hand).await;
+    if server.gone().is_some() {
+        return Ok(());
+    }
+    let (name, pool) = match server.database(&on_hand).await {
+        Ok(database) => database,
+        Err(why) => {
+            server.lost(why);
+            return Ok(());
+        }
+    };
     let mut inboxes: HashMap<&str, Inbox> = HashMap::new();
     let mut result = Ok(());
     for (n, batch) in batches.iter().enumerate() {
@@ -354,13 +366,30 @@ fn the_database_equals_the_model_after_every_batch() {
     };
     let started = Instant::now();
     let result = TestRunner::new(config).run(&case(), |case| {
-        runtime
-            .block_on(run_case(&server, &case))
-            .map_err(TestCaseError::fail)
+        runtime.block_on(async {
+            let ran = AssertUnwindSafe(run_case(&server, &case))
+                .catch_unwind()
+                .await;
+            if !matches!(ran, Ok(Ok(()))) && !server.template_exists().await {
+                server.lost("the template was dropped during a case".into());
+                return Ok(());
+            }
+            match ran {
+                Ok(compared) => compared.map_err(TestCaseError::fail),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
     });
     let took = started.elapsed().max(Duration::from_millis(1));
     let tally = std::mem::take(&mut *server.tally.lock().expect("tally lock"));
+    let gone = server.gone();
     runtime.block_on(server.stop());
+    if let Some(why) = gone {
+        panic!(
+            "the run's databases were dropped under it ({why}; `scripts/services.sh prune`?): \
+             nothing is known of the store; run it again"
+        );
+    }
     if let Err(failure) = result {
         panic!("{failure}");
     }

@@ -15,7 +15,13 @@
 //! before it left them, in the order the batches were applied and, within a
 //! batch, in poll order. docs/design.md#the-batch-transaction promises that
 //! the outcome "never depends on how records fall into batches", so a batch
-//! is nothing but its records one after the other.
+//! is nothing but its records one after the other; a record whose id came
+//! earlier in its batch is judged "as it would be in a later batch", which
+//! here is simply how every record is judged.
+//!
+//! Where the design leaves a rule open, the statement (sql/apply_batch.sql
+//! and its functions in migrations/) was read to learn what the rule is,
+//! and the comment at the rule says so.
 
 use std::collections::BTreeMap;
 
@@ -223,9 +229,11 @@ impl Model {
         }
     }
 
-    /// The event's order lines that have no reservation yet, `reserved` or
-    /// `rejected`: a line reserved before is a business duplicate and
-    /// reserves nothing (docs/design.md#the-batch-transaction, step 5).
+    /// The event's order lines that have no reservation yet: a line
+    /// reserved before is a business duplicate and reserves nothing
+    /// (docs/design.md#the-batch-transaction, step 5). A `rejected` line
+    /// counts as reserved before: the design does not say, the statement
+    /// does (`reserved_before` reads every status; "not retried").
     fn new_lines<'a>(&self, order: &'a OrderPlaced) -> Vec<&'a event::OrderLine> {
         order
             .lines
@@ -242,7 +250,11 @@ impl Model {
     /// A fresh event: its ledger row, then each new line first come, first
     /// served: reserved when the SKU's free stock covers it, else
     /// `rejected` and never retried (docs/design.md#the-batch-transaction,
-    /// step 5; a later, smaller line may still fit).
+    /// step 5). A rejected line does not stop the SKU's later lines: a
+    /// smaller one may still fit (the design does not say;
+    /// `inbox_first_come` in migrations/ does). An event with some lines
+    /// new and some reserved before is `processed`, not a business
+    /// duplicate, and reserves only the new ones.
     fn apply_event(
         &mut self,
         consumer: &str,
@@ -294,7 +306,8 @@ impl Model {
     }
 
     /// docs/design.md#outcomes: "parking is idempotent on the record's
-    /// position": the first reason parked at a position stays.
+    /// position": the first reason parked at a position stays, whatever a
+    /// redelivery of it would be parked for now.
     fn park(&mut self, consumer: &str, record: &Record, reason: String, counts: &mut Counts) {
         let key = (
             consumer.to_owned(),

@@ -32,6 +32,8 @@ pub struct Server {
     /// Outcomes over every case (the model's counts), printed at the end:
     /// what the generated cases exercised.
     pub tally: Mutex<BTreeMap<String, u64>>,
+    /// Why the run's databases are gone, once they are.
+    pub gone: Mutex<Option<String>>,
 }
 
 impl Server {
@@ -90,18 +92,25 @@ impl Server {
             cases: AtomicUsize::new(0),
             kept: Mutex::new(None),
             tally: Mutex::new(BTreeMap::new()),
+            gone: Mutex::new(None),
         }
     }
 
     /// A fresh database for one case, as migrated, with this stock.
-    pub async fn database(&self, on_hand: &BTreeMap<String, i64>) -> (String, PgPool) {
+    /// `Err`: the template is gone (see [`Server::lost`]).
+    pub async fn database(
+        &self,
+        on_hand: &BTreeMap<String, i64>,
+    ) -> Result<(String, PgPool), String> {
         let n = self.cases.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}_{n}", self.template);
-        execute(
-            &self.admin,
-            &format!("CREATE DATABASE {name} TEMPLATE {}", self.template),
-        )
-        .await;
+        sqlx::query(&format!(
+            "CREATE DATABASE {name} TEMPLATE {}",
+            self.template
+        ))
+        .execute(&self.admin)
+        .await
+        .map_err(|e| format!("CREATE DATABASE {name}: {e}"))?;
         let pool = connect(&self.options, &name).await;
         for (sku, on_hand) in on_hand {
             sqlx::query("INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ($1, $2, 0)")
@@ -111,7 +120,29 @@ impl Server {
                 .await
                 .expect("seed the stock");
         }
-        (name, pool)
+        Ok((name, pool))
+    }
+
+    /// Whether the template is still there: `scripts/services.sh prune`
+    /// (`make test` runs it first) drops the databases of runs, this one's
+    /// too if it runs meanwhile.
+    pub async fn template_exists(&self) -> bool {
+        sqlx::query_scalar("SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)")
+            .bind(&self.template)
+            .fetch_one(&self.admin)
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The run's databases went away under it: the cases from now on are
+    /// not run, and the test fails saying so (a failure of the store it is
+    /// not, nor a case to keep for regression).
+    pub fn lost(&self, why: String) {
+        self.gone.lock().expect("gone lock").get_or_insert(why);
+    }
+
+    pub fn gone(&self) -> Option<String> {
+        self.gone.lock().expect("gone lock").clone()
     }
 
     /// Drops a database of this run. A session of another role that looked
@@ -175,10 +206,10 @@ impl Server {
 }
 
 pub async fn connect(options: &PgConnectOptions, database: &str) -> PgPool {
-    // A connection for each of three lanes, one holding the stock rows, one
-    // reading the tables.
+    // Each consumer's inbox keeps a connection for each of up to three
+    // lanes; one holds the stock rows, one watches, one reads the tables.
     PgPoolOptions::new()
-        .max_connections(6)
+        .max_connections(12)
         .connect_with(options.clone().database(database))
         .await
         .unwrap_or_else(|e| panic!("connect to {database}: {e}"))

@@ -140,6 +140,8 @@ pub async fn apply(
     if let [batch] = &batches[..] {
         return vec![inbox.apply(batch, None).await];
     }
+    // Its own connection, taken before the lanes take theirs.
+    let mut watch = pool.acquire().await.expect("a connection to watch from");
     let mut hold = pool.begin().await.expect("begin");
     sqlx::query("SELECT FROM inventory_stock FOR UPDATE")
         .execute(&mut *hold)
@@ -153,7 +155,7 @@ pub async fn apply(
                 "SELECT count(*) FROM pg_stat_activity
                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
             )
-            .fetch_one(pool)
+            .fetch_one(&mut *watch)
             .await
             .expect("sessions waiting");
             if waiting >= batches.len() as i64 {
