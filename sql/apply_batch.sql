@@ -137,6 +137,11 @@ full_from AS MATERIALIZED (
                              WHERE event_day = inbox_today() - 1 AND NOT filtered)
                 THEN inbox_today() - 1 ELSE inbox_today() END AS event_day
 ),
+-- The days before yesterday without a clean filter, looked up in full.
+stale_day AS MATERIALIZED (
+    SELECT event_day FROM closed_day
+    WHERE NOT filtered AND event_day < inbox_today() - 1
+),
 -- The ids a clean filter of a closed day may hold, with that day.
 closed_probe AS MATERIALIZED (
     SELECT i.message_id, d.event_day
@@ -162,13 +167,10 @@ ledger_seen AS MATERIALIZED (
           SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
                  p.event_day
           FROM processed_inbox p
-          WHERE (SELECT count(*) FROM closed_day
-                 WHERE NOT filtered AND event_day < inbox_today() - 1) > 0
+          WHERE (SELECT count(*) FROM stale_day) > 0
             AND p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
             AND p.consumer = (SELECT consumer FROM codes)
-            AND p.event_day = ANY (ARRAY(SELECT event_day FROM closed_day
-                                         WHERE NOT filtered
-                                           AND event_day < inbox_today() - 1))
+            AND p.event_day = ANY (ARRAY(SELECT event_day FROM stale_day))
           UNION ALL
           SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
                  p.event_day
