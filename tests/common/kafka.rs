@@ -204,9 +204,20 @@ pub fn committed_offsets_at(
     for partition in 0..partitions {
         list.add_partition(topic, partition);
     }
-    consumer
-        .committed_offsets(list, Duration::from_secs(10))
-        .expect("committed offsets")
+    // The group's coordinator may be moving or still loading its offsets
+    // (a fresh broker, a broker just restarted): those answers mean "ask
+    // again", any other error fails the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let committed = loop {
+        match consumer.committed_offsets(list.clone(), Duration::from_secs(10)) {
+            Ok(committed) => break committed,
+            Err(error) if coordinator_moving(&error) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(error) => panic!("committed offsets: {error:?}"),
+        }
+    };
+    committed
         .elements()
         .iter()
         .map(|e| {
@@ -219,6 +230,17 @@ pub fn committed_offsets_at(
             )
         })
         .collect()
+}
+
+/// An error of the group coordinator that goes away once it has settled.
+fn coordinator_moving(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            Code::NotCoordinator | Code::CoordinatorLoadInProgress | Code::CoordinatorNotAvailable
+        )
+    )
 }
 
 /// Commits offsets for a group with no member running, as an operator's
@@ -237,9 +259,16 @@ pub fn commit_offsets(group: &str, topic: &str, offsets: &[(i32, i64)]) {
         list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
             .expect("offset");
     }
-    consumer
-        .commit(&list, CommitMode::Sync)
-        .expect("offset commit");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match consumer.commit(&list, CommitMode::Sync) {
+            Ok(()) => return,
+            Err(error) if coordinator_moving(&error) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(error) => panic!("offset commit: {error:?}"),
+        }
+    }
 }
 
 /// Deletes the records of `topic` before the given offset of each partition
