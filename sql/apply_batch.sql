@@ -68,7 +68,11 @@ WITH position_check AS MATERIALIZED (
     WHERE n.expected IS NOT NULL AND (p.next_offset IS NULL OR p.next_offset < n.expected)
 ),
 -- The codes the ledger keeps for the consumer name and the topics
--- (inbox_consumer, inbox_topic; made at their first use).
+-- (inbox_consumer, inbox_topic; made at their first use). Made in one order
+-- whatever the plan: the consumer's first (topic_code reads codes), then the
+-- topics' by name. Two lanes' first batches that made them in opposite
+-- orders would each hold one uncommitted and wait for the other's: a
+-- deadlock.
 codes AS MATERIALIZED (
     SELECT coalesce((SELECT code FROM inbox_consumer WHERE name = $1),
                     inbox_consumer_code($1)) AS consumer,
@@ -80,7 +84,9 @@ topic_code AS MATERIALIZED (
     SELECT t.topic,
            coalesce((SELECT code FROM inbox_topic WHERE name = t.topic),
                     inbox_topic_code(t.topic)) AS code
-    FROM (SELECT DISTINCT topic FROM UNNEST($2::text[]) AS r(topic)) AS t
+    FROM (SELECT DISTINCT topic FROM UNNEST($2::text[]) AS r(topic)
+          WHERE (SELECT consumer FROM codes) IS NOT NULL
+          ORDER BY topic) AS t
 ),
 record AS MATERIALIZED (
     SELECT *

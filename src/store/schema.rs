@@ -303,11 +303,16 @@ pub async fn register_codes(
     consumer: &str,
     topics: &[String],
 ) -> Result<(), StoreError> {
+    // The consumer's code first, then the topics' by name: the order the
+    // batch statement makes them in (apply_batch.sql).
+    sqlx::query("SELECT inbox_consumer_code($1)")
+        .bind(consumer)
+        .execute(pool)
+        .await?;
     sqlx::query(
-        "SELECT inbox_consumer_code($1),
-                (SELECT count(inbox_topic_code(t)) FROM unnest($2::text[]) AS t)",
+        "SELECT count(inbox_topic_code(t))
+         FROM (SELECT t FROM unnest($1::text[]) AS t ORDER BY t) AS topics",
     )
-    .bind(consumer)
     .bind(topics)
     .execute(pool)
     .await?;

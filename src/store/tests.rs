@@ -1239,3 +1239,41 @@ async fn yesterdays_filter_waits_for_a_batch_from_before_midnight(pool: PgPool) 
         1
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
+    // Without register_codes, the first batches of two lanes make the codes
+    // themselves. One that made its topic's code first and then waited for
+    // the consumer's would deadlock with a lane that holds the consumer's
+    // code and is about to make the topic's: the codes are made in one order,
+    // the consumer's first, the topics' by name. The generic plan (the one
+    // a prepared statement gets after five runs) made the topic's first.
+    inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let options = (*pool.connect_options())
+        .clone()
+        .options([("plan_cache_mode", "force_generic_plan")]);
+    let generic = sqlx::postgres::PgPoolOptions::new()
+        .connect_with(options)
+        .await
+        .expect("pool");
+    let inbox = Inbox::new(generic, "store-tests".into());
+    let mut other_lane = pool.begin().await.expect("begin");
+    sqlx::query("SELECT inbox_consumer_code('store-tests')")
+        .execute(&mut *other_lane)
+        .await
+        .expect("the consumer's code, uncommitted");
+    let batch = records(&[order("O-1", "SKU-A", 1)]);
+    let applied = inbox.apply(&batch, None);
+    let other = async {
+        while waiting_for_locks(&pool).await < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        sqlx::query("SELECT inbox_topic_code('orders')")
+            .execute(&mut *other_lane)
+            .await?;
+        other_lane.commit().await
+    };
+    let (applied, other) = tokio::join!(applied, other);
+    other.expect("the other lane makes the topic's code without a deadlock");
+    assert_eq!(applied.expect("applied").processed, 1);
+}
