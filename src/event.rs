@@ -35,6 +35,8 @@ pub const SCHEMA_VERSION: u64 = 1;
 pub const HEADER_CE_ID: &str = "ce_id";
 /// CloudEvents Kafka binding header carrying the event time.
 pub const HEADER_CE_TIME: &str = "ce_time";
+/// CloudEvents Kafka binding header carrying the event type.
+pub const HEADER_CE_TYPE: &str = "ce_type";
 /// Prefix of every CloudEvents attribute header in binary mode.
 pub const HEADER_CE_PREFIX: &str = "ce_";
 /// Kafka header carrying the media type of the record's value.
@@ -218,7 +220,7 @@ pub fn decode(payload: Option<&[u8]>, headers: &[Header]) -> Result<OrderPlaced,
     };
     let (event, attributes) = match content_mode(headers, &document) {
         ContentMode::Binary => {
-            check_event_type(object)?;
+            check_event_type(object, headers)?;
             check_schema_version(object)?;
             (object, header_attributes(headers))
         }
@@ -286,19 +288,42 @@ fn is_cloudevents_media_type(value: &[u8]) -> bool {
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
-/// Binary mode: the value's own `event_type` must be `OrderPlaced` (a
-/// `ce_type` header does not stand in for it).
-fn check_event_type(event: &Object<'_>) -> Result<(), Rejection> {
+/// Binary mode: with a `ce_type` header, that is the event's type: it must
+/// be `OrderPlaced`, and the value's own `event_type`, if any, must agree
+/// (as `type` and `data.event_type` in structured mode). Without one, the
+/// value's own `event_type` must be `OrderPlaced`.
+fn check_event_type(event: &Object<'_>, headers: &[Header]) -> Result<(), Rejection> {
+    let reject = |detail: String| Err(Rejection::new(ParkReason::UnsupportedEventType, detail));
+    let Some(ce_type) = header(headers, HEADER_CE_TYPE) else {
+        return match event.get("event_type").map(|v| v.as_str()) {
+            Some(Some(EVENT_TYPE)) => Ok(()),
+            Some(Some(other)) => reject(format!("event_type {:?}", truncate(other))),
+            _ => reject("event_type is missing or not a string".into()),
+        };
+    };
+    match ce_type.map(std::str::from_utf8) {
+        Some(Ok(EVENT_TYPE)) => own_event_type_agrees(event, "event_type", HEADER_CE_TYPE),
+        Some(Ok(other)) => reject(format!("{HEADER_CE_TYPE} {:?}", truncate(other))),
+        _ => reject(format!("{HEADER_CE_TYPE} header is empty or not UTF-8")),
+    }
+}
+
+/// The event's own `event_type` (named `field` where the record holds it),
+/// when it has one, agrees with the CloudEvents type attribute
+/// (`attribute`), which is `OrderPlaced`.
+fn own_event_type_agrees(
+    event: &Object<'_>,
+    field: &str,
+    attribute: &str,
+) -> Result<(), Rejection> {
+    let reject = |detail: String| Err(Rejection::new(ParkReason::UnsupportedEventType, detail));
     match event.get("event_type").map(|v| v.as_str()) {
-        Some(Some(EVENT_TYPE)) => Ok(()),
-        Some(Some(other)) => Err(Rejection::new(
-            ParkReason::UnsupportedEventType,
-            format!("event_type {:?}", truncate(other)),
+        None | Some(Some(EVENT_TYPE)) => Ok(()),
+        Some(Some(other)) => reject(format!(
+            "{field} {:?} disagrees with {attribute} {EVENT_TYPE:?}",
+            truncate(other)
         )),
-        _ => Err(Rejection::new(
-            ParkReason::UnsupportedEventType,
-            "event_type is missing or not a string",
-        )),
+        Some(None) => reject(format!("{field} is not a string")),
     }
 }
 
@@ -417,24 +442,7 @@ fn envelope<'a, 'v>(
             )
         }
     };
-    match event.get("event_type").map(|v| v.as_str()) {
-        None | Some(Some(EVENT_TYPE)) => {}
-        Some(Some(other)) => {
-            return reject(
-                ParkReason::UnsupportedEventType,
-                format!(
-                    "data.event_type {:?} disagrees with type {EVENT_TYPE:?}",
-                    truncate(other)
-                ),
-            )
-        }
-        Some(None) => {
-            return reject(
-                ParkReason::UnsupportedEventType,
-                "data.event_type is not a string".into(),
-            )
-        }
-    }
+    own_event_type_agrees(event, "data.event_type", "type")?;
     check_schema_version(event)?;
     let attribute = |name: &'static str, not_text: &'static str| Attribute {
         name,
@@ -808,6 +816,63 @@ mod tests {
         assert_eq!(
             event.event_day(),
             NaiveDate::from_ymd_opt(2026, 12, 2).unwrap()
+        );
+    }
+
+    #[test]
+    fn ce_type_header_is_the_event_type_in_binary_mode() {
+        let event = sample();
+        let bytes = event.to_json();
+        let placed = [header_of("ce_type", "OrderPlaced")];
+        assert_eq!(decode(Some(&bytes), &placed), Ok(event.clone()));
+
+        // The header stands in for a missing event_type.
+        let mut value = sample_json();
+        value.as_object_mut().unwrap().remove("event_type");
+        let without = serde_json::to_vec(&value).unwrap();
+        assert_eq!(decode(Some(&without), &placed), Ok(event));
+        assert_eq!(
+            reason_of(&value, &[]),
+            ParkReason::UnsupportedEventType,
+            "without the header an event_type is needed"
+        );
+
+        // Another type is parked whatever the value says, and a value that
+        // disagrees with the header too.
+        for (headers, payload, detail) in [
+            (
+                vec![header_of("ce_type", "OrderCancelled")],
+                &bytes,
+                "ce_type \"OrderCancelled\"",
+            ),
+            (
+                vec![Header {
+                    key: "ce_type".into(),
+                    value: Some(vec![0xff, 0xfe]),
+                }],
+                &bytes,
+                "ce_type header is empty or not UTF-8",
+            ),
+            (
+                vec![Header {
+                    key: "ce_type".into(),
+                    value: None,
+                }],
+                &bytes,
+                "ce_type header is empty or not UTF-8",
+            ),
+        ] {
+            let rejection = decode(Some(payload), &headers).unwrap_err();
+            assert_eq!(rejection.reason, ParkReason::UnsupportedEventType);
+            assert_eq!(rejection.detail, detail);
+        }
+        let mut value = sample_json();
+        value["event_type"] = "OrderShipped".into();
+        let rejection = decode(Some(&serde_json::to_vec(&value).unwrap()), &placed).unwrap_err();
+        assert_eq!(rejection.reason, ParkReason::UnsupportedEventType);
+        assert_eq!(
+            rejection.detail,
+            "event_type \"OrderShipped\" disagrees with ce_type \"OrderPlaced\""
         );
     }
 

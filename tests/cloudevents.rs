@@ -216,16 +216,19 @@ async fn sdk_event_of_another_type_is_parked_as_unsupported_event_type() {
     let topic = fresh_topic(1).await;
     let db = TestDb::new().await;
     db.seed_stock(&[("SKU-CE", 100)]).await;
+    // In binary mode the data says OrderPlaced: the type attribute (the
+    // ce_type header) is the event's type all the same.
     let events: Vec<Value> = ["v1", "core"]
         .iter()
-        .map(|api| {
+        .flat_map(|api| ["structured", "binary"].map(|mode| (api, mode)))
+        .map(|(api, mode)| {
             cloudevent(
                 api,
-                "structured",
+                mode,
                 Uuid::new_v4(),
                 "OrderCancelled",
                 noon_days_ago(1),
-                order_data(&format!("ORD-CE-{api}"), 1, "structured"),
+                order_data(&format!("ORD-CE-{api}-{mode}"), 1, mode),
             )
         })
         .collect();
@@ -234,7 +237,7 @@ async fn sdk_event_of_another_type_is_parked_as_unsupported_event_type() {
     produce(&producer(), &topic, &messages).await;
     let spec = ConsumerSpec::new(&db, &topic);
     let consumer = spec.start();
-    wait_committed(&spec, 2).await;
+    wait_committed(&spec, 4).await;
 
     let parked: Vec<(String, String)> =
         sqlx::query("SELECT reason, error FROM inbox_parked ORDER BY kafka_offset")
@@ -244,7 +247,7 @@ async fn sdk_event_of_another_type_is_parked_as_unsupported_event_type() {
             .into_iter()
             .map(|row| (row.get("reason"), row.get("error")))
             .collect();
-    assert_eq!(parked.len(), 2, "{parked:?}");
+    assert_eq!(parked.len(), 4, "{parked:?}");
     for (reason, error) in &parked {
         assert_eq!(reason, "unsupported_event_type");
         assert!(
