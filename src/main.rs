@@ -85,10 +85,10 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             }
             while let Some(built) = store::build_next_filter(&pool).await? {
                 println!(
-                    "ledger filter of {} built: {} ids, {} chunks, {} ms",
+                    "ledger filter of {} built: {} ids, {} words, {} ms",
                     built.day,
                     built.ids,
-                    built.chunks,
+                    built.words,
                     built.took.as_millis()
                 );
             }

@@ -396,7 +396,7 @@ async fn maintain_periodically(
                 Ok(Some(built)) => tracing::info!(
                     day = %built.day,
                     ids = built.ids,
-                    chunks = built.chunks,
+                    words = built.words,
                     took_ms = built.took.as_millis() as u64,
                     "ledger filter of a closed day built"
                 ),

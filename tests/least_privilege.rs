@@ -36,6 +36,8 @@ async fn the_application_role_cannot_change_schema_or_delete_history() {
         "UPDATE inbox_ledger_filter SET late_writes = 0",
         "DELETE FROM inbox_ledger_filter",
         "DELETE FROM inbox_ledger_filter_chunk",
+        "DELETE FROM inbox_ledger_filter_slot",
+        "UPDATE inbox_ledger_filter_layout SET slots = 1",
         "SELECT inbox_ledger_late_write()",
     ] {
         let error = sqlx::query(statement)

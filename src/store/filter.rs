@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use futures::future::{BoxFuture, FutureExt};
 use sqlx::{ConnectOptions, Connection as _, Executor as _, PgConnection, PgPool};
 
@@ -19,17 +19,24 @@ use super::StoreError;
 const NEXT_DAY: &str = include_str!("../../sql/filter_next_day.sql");
 const READ_DAY: &str = include_str!("../../sql/filter_read_day.sql");
 const UNFILTERED_DAYS: &str = include_str!("../../sql/filter_unfiltered_days.sql");
+const LAID_DAYS: &str = include_str!("../../sql/filter_laid_days.sql");
 const FETCH_PAGE: &str = "FETCH 100000 FROM inbox_filter_ids";
 
-/// Bytes of a chunk: 62 blocks of 512 bits, two rows to a page.
-const CHUNK_BYTES: usize = 3968;
-const BLOCKS_PER_CHUNK: i64 = 62;
-const BLOCK_BITS: i64 = 512;
-/// Bits of the filter per id, and bits set per id: about 1 % false positives.
+/// Words of a chunk row of a day's filter: 3,968 bytes, two rows to a page.
+const CHUNK_WORDS: usize = 496;
+/// Bits of the filter per id at least (its words are a power of two, so 10
+/// to 20), and bits set per id, in one 64-bit word: about 1 % false
+/// positives at 10 bits an id, 0.1 % at 20.
 const BITS_PER_ID: i64 = 10;
 const BITS_PER_ID_SET: i64 = 7;
-/// Chunks sent per statement while publishing (~4 MB).
+/// The most words a filter may have: its word is 31 bits of a hash.
+const MAX_WORDS: u64 = 1 << 31;
+/// Words of the largest day in a slot row: the slots are its words / 8, so
+/// a row is at most 8 words a day (64 bytes).
+const WIDEST_DAY_WORDS: i64 = 8;
+/// Chunks, and slot rows, sent per statement (~4 MB).
 const CHUNKS_PER_STATEMENT: usize = 1000;
+const SLOTS_PER_STATEMENT: i64 = 4096;
 /// How long a build waits for the transactions that could still write a
 /// day just closed (batches of a few milliseconds), and how often it looks.
 const READY_WAIT: Duration = Duration::from_secs(2);
@@ -40,44 +47,54 @@ const READY_POLL: Duration = Duration::from_millis(50);
 pub struct FilterBuilt {
     pub day: NaiveDate,
     pub ids: i64,
-    pub chunks: usize,
+    /// 64-bit words: a power of two, 0 for a day that held no id.
+    pub words: usize,
     pub took: Duration,
 }
 
-/// A blocked Bloom filter being built: `chunks` chunks of [`CHUNK_BYTES`].
-struct Bits {
-    chunks: usize,
-    bytes: Vec<u8>,
+/// A register-blocked Bloom filter being built: a power of two of 64-bit
+/// words, each id's 7 bits in one word.
+struct Words {
+    words: Vec<u64>,
 }
 
-impl Bits {
+impl Words {
     fn for_ids(ids: i64) -> Self {
-        let chunk_bits = (CHUNK_BYTES * 8) as i64;
-        let chunks =
-            usize::try_from((ids * BITS_PER_ID + chunk_bits - 1) / chunk_bits).unwrap_or(0);
+        let needed = u64::try_from((ids * BITS_PER_ID + 63) / 64).unwrap_or(0);
+        let len = if needed == 0 {
+            0
+        } else {
+            needed.next_power_of_two().min(MAX_WORDS)
+        };
         Self {
-            chunks,
-            bytes: vec![0; chunks * CHUNK_BYTES],
+            words: vec![0; usize::try_from(len).unwrap_or(0)],
         }
     }
 
-    /// Sets the bits of an id with hashes `h1`, `h2` (see
-    /// `inbox_filter_may_hold`: the same arithmetic on the same signed 64-bit
-    /// values).
+    /// Sets the bits of an id with hashes `h1`, `h2`: its word is the low 31
+    /// bits of `h1` mod the words, its bits [`mask`] of `h2` (the arithmetic
+    /// of `inbox_filter_mask` and sql/apply_batch.sql on the same signed
+    /// 64-bit values).
     fn insert(&mut self, h1: i64, h2: i64) {
-        if self.chunks == 0 {
+        if self.words.is_empty() {
             return;
         }
-        let chunk = ((h1 & 0x7fff_ffff) % self.chunks as i64) as usize;
-        let block = ((h1 >> 32) & 0x7fff_ffff) % BLOCKS_PER_CHUNK;
-        let a = h2 & 511;
-        let b = ((h2 >> 9) & 511) | 1;
-        for i in 0..BITS_PER_ID_SET {
-            let bit = block * BLOCK_BITS + ((a + i * b) & 511);
-            let byte = chunk * CHUNK_BYTES + (bit / 8) as usize;
-            self.bytes[byte] |= 1 << (bit % 8);
-        }
+        let word = (h1 & 0x7fff_ffff) as usize % self.words.len();
+        self.words[word] |= mask(h2);
     }
+
+    /// The words as the chunk rows hold them: little-endian, 496 a row.
+    fn chunk_rows(&self) -> Vec<Vec<u8>> {
+        self.words
+            .chunks(CHUNK_WORDS)
+            .map(|chunk| chunk.iter().flat_map(|word| word.to_le_bytes()).collect())
+            .collect()
+    }
+}
+
+/// The bits an id sets in its word: bits 6i..6i+5 of `h2` for i in 0..7.
+fn mask(h2: i64) -> u64 {
+    (0..BITS_PER_ID_SET).fold(0, |mask, i| mask | 1 << ((h2 >> (6 * i)) & 63))
 }
 
 /// Builds the filter of the next closed day that has none, or one that
@@ -95,22 +112,20 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
                 .fetch_optional(pool)
                 .await?
             else {
+                lay_out(pool).await?;
                 return Ok(None);
             };
             if ready {
                 break day;
             }
             if waiting_since.elapsed() >= READY_WAIT {
+                lay_out(pool).await?;
                 return Ok(None);
             }
             tokio::time::sleep(READY_POLL).await;
         };
         let started = Instant::now();
-        let options = (*pool.connect_options())
-            .clone()
-            .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
-        let mut connection = PgConnection::connect_with(&options).await?;
-        connection.execute("SET statement_timeout = 0").await?;
+        let mut connection = maintenance_connection(pool).await?;
         // One snapshot for the count of late writes and the ids: a row it does
         // not hold was committed later, and counted as a late write then (a
         // transaction that could write the day uncounted is older than the
@@ -133,7 +148,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
             connection.close().await?;
             return Ok(None);
         };
-        let mut bits = Bits::for_ids(ids);
+        let mut filter = Words::for_ids(ids);
         // Through a cursor, a page at a time: the day may not fit in memory
         // as rows.
         sqlx::query(READ_DAY)
@@ -145,7 +160,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
                 .fetch_all(&mut connection)
                 .await?;
             for (h1, h2) in &page {
-                bits.insert(*h1, *h2);
+                filter.insert(*h1, *h2);
             }
             if page.is_empty() {
                 break;
@@ -155,38 +170,268 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
 
         connection.execute("BEGIN").await?;
         // A statement's chunks at a time: the filter is in memory once.
-        for (n, part) in bits
-            .bytes
-            .chunks(CHUNKS_PER_STATEMENT * CHUNK_BYTES)
-            .enumerate()
-        {
+        let rows = filter.chunk_rows();
+        for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
             let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
-            let rows: Vec<&[u8]> = part.chunks(CHUNK_BYTES).collect();
             sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
                 .bind(day)
                 .bind(first)
-                .bind(rows)
+                .bind(part)
                 .execute(&mut connection)
                 .await?;
         }
-        let chunks = i32::try_from(bits.chunks).unwrap_or(i32::MAX);
+        let words = filter.words.len();
         sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4)")
             .bind(day)
             .bind(late_writes)
             .bind(ids)
-            .bind(chunks)
+            .bind(i64::try_from(words).unwrap_or(i64::MAX))
             .execute(&mut connection)
             .await?;
         connection.execute("COMMIT").await?;
+        // The slots once no other day is ready to build: each lay-out
+        // writes every day's filter again.
+        let another_ready = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
+            .fetch_optional(&mut connection)
+            .await?
+            .is_some_and(|(_, ready)| ready);
         connection.close().await?;
+        if !another_ready {
+            lay_out(pool).await?;
+        }
         Ok(Some(FilterBuilt {
             day,
             ids,
-            chunks: bits.chunks,
+            words,
             took: started.elapsed(),
         }))
     }
     .boxed()
+}
+
+/// Opens the connection of a build or a lay-out: without the statement
+/// timeout (a day of production traffic is minutes of reading), and
+/// without logging its long statements as slow.
+async fn maintenance_connection(pool: &PgPool) -> Result<PgConnection, StoreError> {
+    let options = (*pool.connect_options())
+        .clone()
+        .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
+    let mut connection = PgConnection::connect_with(&options).await?;
+    connection.execute("SET statement_timeout = 0").await?;
+    Ok(connection)
+}
+
+/// A closed day's clean filter, as the slots lay it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LaidDay {
+    day: NaiveDate,
+    built_at: DateTime<Utc>,
+    words: i64,
+}
+
+/// The closed days' clean filters to lay out, and the layout in use:
+/// its generation, days and builds.
+async fn laid_days(
+    connection: &mut PgConnection,
+) -> Result<(Vec<LaidDay>, Option<(i32, Vec<LaidDay>)>), StoreError> {
+    let days = sqlx::query_as::<_, (NaiveDate, DateTime<Utc>, i64)>(LAID_DAYS)
+        .fetch_all(&mut *connection)
+        .await?
+        .into_iter()
+        .map(|(day, built_at, words)| LaidDay {
+            day,
+            built_at,
+            words,
+        })
+        .collect();
+    let in_use = sqlx::query_as::<_, (i32, Vec<NaiveDate>, Vec<DateTime<Utc>>)>(
+        "SELECT generation, days, built_at FROM inbox_ledger_filter_layout",
+    )
+    .fetch_optional(&mut *connection)
+    .await?
+    .map(|(generation, days, built)| {
+        let days = days
+            .into_iter()
+            .zip(built)
+            .map(|(day, built_at)| LaidDay {
+                day,
+                built_at,
+                words: 0,
+            })
+            .collect();
+        (generation, days)
+    });
+    Ok((days, in_use))
+}
+
+/// Whether the layout in use holds just these days' builds.
+fn holds(in_use: &[LaidDay], days: &[LaidDay]) -> bool {
+    in_use.len() == days.len()
+        && in_use
+            .iter()
+            .zip(days)
+            .all(|(a, b)| (a.day, a.built_at) == (b.day, b.built_at))
+}
+
+/// Lays the clean filters of the closed days out in the slots
+/// (migrations/20261205000005_ledger_filter_slots.sql), unless the layout
+/// in use holds just those: S slots, S the largest filter's words / 8; a
+/// slot row holds each day's words s, s + S, ... (a day smaller than S: its
+/// word s mod T). One transaction: a batch sees the old layout or the new.
+async fn lay_out(pool: &PgPool) -> Result<(), StoreError> {
+    let mut look = pool.acquire().await?;
+    let (days, in_use) = laid_days(&mut look).await?;
+    drop(look);
+    if in_use
+        .as_ref()
+        .map_or(days.is_empty(), |(_, laid)| holds(laid, &days))
+    {
+        return Ok(());
+    }
+    let mut connection = maintenance_connection(pool).await?;
+    connection.execute("BEGIN").await?;
+    let locked: bool =
+        sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))")
+            .fetch_one(&mut connection)
+            .await?;
+    // Read again under the lock: another instance may have laid them out.
+    let (days, in_use) = laid_days(&mut connection).await?;
+    let generation = match in_use {
+        _ if !locked => None,
+        Some((_, laid)) if holds(&laid, &days) => None,
+        Some((generation, _)) => Some(generation.wrapping_add(1)),
+        None => Some(1),
+    };
+    let Some(generation) = generation else {
+        connection.execute("ROLLBACK").await?;
+        connection.close().await?;
+        return Ok(());
+    };
+    let layout = Layout::of(&days);
+    for first in (0..layout.slots).step_by(SLOTS_PER_STATEMENT as usize) {
+        let rows = layout.rows(&mut connection, &days, first).await?;
+        sqlx::query("SELECT inbox_ledger_filter_slots($1, $2, $3, $4)")
+            .bind(generation)
+            .bind(i32::try_from(first).unwrap_or(i32::MAX))
+            .bind(layout.row_words)
+            .bind(rows)
+            .execute(&mut connection)
+            .await?;
+    }
+    sqlx::query("SELECT inbox_ledger_filter_layout_publish($1, $2, $3, $4, $5, $6)")
+        .bind(generation)
+        .bind(layout.slots)
+        .bind(days.iter().map(|d| d.day).collect::<Vec<_>>())
+        .bind(days.iter().map(|d| d.built_at).collect::<Vec<_>>())
+        .bind(&layout.offsets)
+        .bind(&layout.widths)
+        .execute(&mut connection)
+        .await?;
+    connection.execute("COMMIT").await?;
+    connection.close().await?;
+    Ok(())
+}
+
+/// Where each day's words go in a slot row.
+struct Layout {
+    /// S: a power of two, at most the largest day's words.
+    slots: i64,
+    /// Words of each day before its own in a row, and its own in a row.
+    offsets: Vec<i32>,
+    widths: Vec<i32>,
+    row_words: i32,
+}
+
+impl Layout {
+    fn of(days: &[LaidDay]) -> Self {
+        let largest = days.iter().map(|d| d.words).max().unwrap_or(1);
+        let slots = (largest / WIDEST_DAY_WORDS).max(1);
+        let widths: Vec<i32> = days
+            .iter()
+            .map(|d| i32::try_from((d.words / slots).max(1)).unwrap_or(i32::MAX))
+            .collect();
+        let offsets = widths
+            .iter()
+            .scan(0, |before, width| {
+                let offset = *before;
+                *before += width;
+                Some(offset)
+            })
+            .collect();
+        Self {
+            slots,
+            offsets,
+            widths: widths.clone(),
+            row_words: widths.iter().sum::<i32>().max(1),
+        }
+    }
+
+    /// Slot rows [first, first + n) one after the other, n the statement's
+    /// share: of each day, slot s's words are its words s + mS (m below its
+    /// width), or for a day smaller than S its word s mod T. S, n, T are
+    /// powers of two and `first` a multiple of n, so each range read is
+    /// contiguous.
+    async fn rows(
+        &self,
+        connection: &mut PgConnection,
+        days: &[LaidDay],
+        first: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        let n = SLOTS_PER_STATEMENT.min(self.slots);
+        let row_words = self.row_words as usize;
+        let mut rows = vec![0i64; n as usize * row_words];
+        for ((day, offset), width) in days.iter().zip(&self.offsets).zip(&self.widths) {
+            for m in 0..i64::from(*width) {
+                let (start, len) = if day.words >= self.slots {
+                    (first + m * self.slots, n)
+                } else {
+                    (first % day.words, n.min(day.words))
+                };
+                let words = read_words(connection, day.day, start, len).await?;
+                for k in 0..n as usize {
+                    let word = words[k % words.len()];
+                    rows[k * row_words + *offset as usize + m as usize] = word as i64;
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Words [start, start + len) of a day's filter.
+async fn read_words(
+    connection: &mut PgConnection,
+    day: NaiveDate,
+    start: i64,
+    len: i64,
+) -> Result<Vec<u64>, StoreError> {
+    let chunk_words = CHUNK_WORDS as i64;
+    let first_chunk = start / chunk_words;
+    let last_chunk = (start + len - 1) / chunk_words;
+    let chunks: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT bits FROM inbox_ledger_filter_chunk
+         WHERE event_day = $1 AND chunk BETWEEN $2 AND $3 ORDER BY chunk",
+    )
+    .bind(day)
+    .bind(i32::try_from(first_chunk).unwrap_or(i32::MAX))
+    .bind(i32::try_from(last_chunk).unwrap_or(i32::MAX))
+    .fetch_all(&mut *connection)
+    .await?;
+    let skip = (start - first_chunk * chunk_words) as usize;
+    let words: Vec<u64> = chunks
+        .iter()
+        .flat_map(|chunk| chunk.chunks_exact(8))
+        .map(|bytes| u64::from_le_bytes(bytes.try_into().unwrap_or_default()))
+        .skip(skip)
+        .take(len as usize)
+        .collect();
+    if words.len() as i64 != len {
+        return Err(StoreError::Schema(format!(
+            "the filter of {day} has no words {start}..{}",
+            start + len
+        )));
+    }
+    Ok(words)
 }
 
 /// How many closed days every batch looks up in full: no filter yet, or
@@ -200,22 +445,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_filter_is_about_ten_bits_an_id() {
-        assert_eq!(Bits::for_ids(0).chunks, 0);
-        assert_eq!(Bits::for_ids(1).chunks, 1);
-        let million = Bits::for_ids(1_000_000);
-        assert_eq!(million.chunks, 316);
-        assert!(million.bytes.len() * 8 >= 10_000_000);
+    fn a_filter_is_ten_to_twenty_bits_an_id_in_a_power_of_two_of_words() {
+        assert_eq!(Words::for_ids(0).words.len(), 0);
+        assert_eq!(Words::for_ids(1).words.len(), 1);
+        for ids in [1_000_i64, 1_000_000, 121_000_000] {
+            let words = Words::for_ids(ids).words.len() as i64;
+            assert!(words.count_ones() == 1, "{words}");
+            assert!((10..20).contains(&(words * 64 / ids)), "{ids}: {words}");
+        }
     }
 
     #[test]
-    fn an_id_sets_seven_bits_in_one_block() {
-        let mut bits = Bits::for_ids(10_000);
-        bits.insert(-0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321);
-        let set: u32 = bits.bytes.iter().map(|b| b.count_ones()).sum();
-        assert_eq!(set, 7, "b is odd: seven distinct bits");
-        let first = bits.bytes.iter().position(|b| *b != 0).unwrap();
-        let last = bits.bytes.iter().rposition(|b| *b != 0).unwrap();
-        assert!(last - first < 64, "one block of 64 bytes: {first}..{last}");
+    fn an_id_sets_up_to_seven_bits_in_one_word() {
+        let mut filter = Words::for_ids(10_000);
+        filter.insert(-0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321);
+        let set: Vec<_> = filter.words.iter().filter(|w| **w != 0).collect();
+        assert_eq!(set.len(), 1, "one word");
+        assert_eq!(*set[0], mask(0x0fed_cba9_8765_4321));
+        assert!((1..=7).contains(&set[0].count_ones()));
+        // The word: the low 31 bits of h1 mod the words (2,048 here).
+        let word = filter.words.iter().position(|w| *w != 0).unwrap();
+        assert_eq!(word, (0x6543_2110 & 0x7fff_ffff) % 2048);
+    }
+
+    #[test]
+    fn the_mask_takes_six_bits_of_h2_at_a_time() {
+        // Bits 0..6 of h2 name bit 5, the next six bit 1, the others bit 0.
+        assert_eq!(mask(5 | (1 << 6)), (1 << 5) | (1 << 1) | 1);
+        // A negative h2 shifts in ones above bit 63, never into the 42 read.
+        assert_eq!(mask(-1), 1 << 63);
+    }
+
+    fn laid(words: i64) -> LaidDay {
+        LaidDay {
+            day: NaiveDate::MIN,
+            built_at: DateTime::UNIX_EPOCH,
+            words,
+        }
+    }
+
+    #[test]
+    fn the_largest_day_has_eight_words_a_slot_and_a_small_one_one() {
+        let layout = Layout::of(&[laid(1 << 21), laid(1 << 4), laid(1 << 19)]);
+        assert_eq!(layout.slots, 1 << 18);
+        assert_eq!(layout.widths, [8, 1, 2]);
+        assert_eq!(layout.offsets, [0, 8, 9]);
+        assert_eq!(layout.row_words, 11);
+        let tiny = Layout::of(&[laid(1), laid(2)]);
+        assert_eq!((tiny.slots, tiny.widths.as_slice()), (1, &[1, 2][..]));
     }
 }
