@@ -444,8 +444,12 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The jars of the shared broker's version, or `INBOX_TEST_KAFKA_LIBS` (those
+/// of the version `make compat` runs).
 fn libs_dir() -> PathBuf {
-    repo().join(".local/kafka/libs")
+    std::env::var_os("INBOX_TEST_KAFKA_LIBS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".local/kafka/libs"))
 }
 
 /// Unpadded URL-safe base64 (RFC 4648 §5).
