@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test verify fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | verify | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -28,7 +28,7 @@ test-deps:
 	@scripts/otelcol.sh build >/dev/null
 
 services-up:
-	scripts/services.sh up $(if $(KAFKA_BROKERS),--brokers $(KAFKA_BROKERS))
+	scripts/services.sh up $(if $(KAFKA_BROKERS),--brokers $(KAFKA_BROKERS)) $(if $(KAFKA_VERSION),--kafka-version $(KAFKA_VERSION))
 
 services-down:
 	scripts/services.sh down
@@ -40,6 +40,15 @@ build: deps
 test: deps test-deps services-up
 	scripts/services.sh prune
 	$(CARGO) test --workspace $(FEATURES)
+
+# The core acceptance (duplicates, crash recovery, rebalance, both group
+# protocols where the broker has them) against each pinned Kafka version
+# (3.9.2, 4.1.2, 4.4.0; COMPAT_VERSIONS="V ..." for some), each on a fresh
+# broker of its own on 127.0.0.1:19092 beside the local one, which it leaves
+# alone; the table goes to README.md#kafka-versions. Starts the local
+# services only when nothing answers on PostgreSQL's port.
+compat: deps
+	CARGO="$(CARGO)" scripts/compat.sh $(COMPAT_VERSIONS)
 
 # The store against the reference model of docs/design.md's rules
 # (tests/model_store.rs, docs/design.md#checked-against-a-model) for

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What the local services need on a fresh machine, installed idempotently
 # (quick when everything is there): PostgreSQL 15, Java, Maven and kcat from
-# Debian's packages, and Kafka's jars from Maven Central (scripts/kafka/pom.xml)
-# into .local/kafka/libs. Run by `scripts/services.sh up` and `make services-up`.
+# Debian's packages (Kafka's jars are fetched by services/kafka.sh, per
+# version). Run by `scripts/services.sh up`, `make services-up` and
+# scripts/compat.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/services/common.sh"
 source "$SERVICES_DIR/postgres.sh"
-source "$SERVICES_DIR/kafka.sh"
 
 APT_UPDATED=0
 apt_install() {
@@ -41,33 +41,7 @@ ensure_packages() {
     [[ -x $PG_BIN/postgres ]] || die "$PG_BIN/postgres is still missing after installing postgresql-15"
 }
 
-kafka_libs_fetch() {
-    local want
-    want=$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)
-    if [[ -f $KAFKA_LIBS_MARKER && $(cat "$KAFKA_LIBS_MARKER") == "$want" ]]; then
-        return 0
-    fi
-    if kafka_running; then
-        log "scripts/kafka/pom.xml changed: stopping kafka to swap its jars"
-        kafka_stop_all
-    fi
-    log "fetching Kafka jars from Maven Central into $KAFKA_LIBS"
-    local tmp="$KAFKA_DIR/libs.tmp"
-    rm -rf "$tmp"
-    mkdir -p "$KAFKA_DIR"
-    if ! mvn -B -q -Dstyle.color=never -f "$KAFKA_POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >"$KAFKA_DIR/mvn.log" 2>&1; then
-        tail_log "$KAFKA_DIR/mvn.log"
-        die "mvn could not fetch the Kafka jars (scripts/kafka/pom.xml)"
-    fi
-    ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || die "mvn ran but $tmp has no kafka_2.13 jar"
-    echo "$want" >"$tmp/.complete"
-    rm -rf "$KAFKA_LIBS"
-    mv "$tmp" "$KAFKA_LIBS"
-}
-
 ((EUID == 0)) || die "run as root (it installs Debian packages)"
-# On its own it takes the lock of up/down: swapping Kafka's jars stops Kafka.
+# On its own it takes the lock of up/down (two apt-get at once fail).
 [[ -n ${SERVICES_LOCKED:-} ]] || lock
 ensure_packages
-mkdir -p "$KAFKA_DIR"
-kafka_libs_fetch

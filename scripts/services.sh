@@ -2,10 +2,11 @@
 # Local services of inventory-inbox (docs/design.md#layout-and-commands), started for real on loopback:
 #
 #   PostgreSQL 15 (Debian's packages)  our own cluster on 127.0.0.1:5432
-#   Apache Kafka 4 (Maven Central jars) one KRaft broker+controller on 127.0.0.1:9092,
-#                                       or three (--brokers 3) on 9092, 9094, 9096
+#   Apache Kafka (Maven Central jars)   one KRaft broker+controller on 127.0.0.1:9092,
+#                                       or three (--brokers 3) on 9092, 9094, 9096;
+#                                       4.1.2, or 3.9.2 or 4.4.0 (--kafka-version)
 #
-# Usage: scripts/services.sh up [--brokers 1|3] | down | status | topic NAME [PARTITIONS]
+# Usage: scripts/services.sh up [--brokers 1|3] [--kafka-version V] | down | status | topic NAME [PARTITIONS]
 #                           | restart-postgres | kill-kafka [NODE] | prune | bootstrap
 #
 #   up      install what is missing, start both, wait until both answer, create
@@ -15,6 +16,10 @@
 #           runs a cluster of three combined broker+controller nodes, topics
 #           replicated 3 times with min.insync.replicas=2; the default is one.
 #           Changing the count wipes the local Kafka data (a new cluster).
+#           --kafka-version V (or KAFKA_VERSION=V) runs Kafka V, one of
+#           3.9.2, 4.1.2 (the default) and 4.4.0 (make compat tests each);
+#           changing the version wipes the local Kafka data too (data is
+#           never read by a version other than the one that wrote it).
 #   down    stop what `up` started (and only that: found through pid files).
 #   status  print the state of each; exit 1 if either is down.
 #   topic   create a topic if it does not exist (default 12 partitions).
@@ -33,21 +38,28 @@
 # too); what they need is installed by scripts/service-deps.sh.
 # Everything it generates is under <repo>/.local/ (ignored by git):
 #   .local/pg/{data,run,postgres.log}                PostgreSQL cluster, socket, log
-#   .local/kafka/{libs,data,server.properties,...}   Kafka jars, node 1's data, config, logs, pid
+#   .local/kafka/{libs,data,server.properties,...}   link to the version's jars, node 1's data, config, logs, pid
+#   .local/kafka/{version,brokers}                   the version and node count the data is of
+#   .local/kafka-dist/VERSION-POMHASH/               the jars of each version fetched
 #   .local/kafka/node-N/{data,server.properties,...} nodes 2 and 3 of a cluster
 set -euo pipefail
 HERE="$(dirname "${BASH_SOURCE[0]}")"
+# The caller's KAFKA_VERSION, before services/kafka.sh sets it to the
+# version that runs.
+ASKED_KAFKA_VERSION=${KAFKA_VERSION:-}
 source "$HERE/services/common.sh"
 source "$HERE/services/postgres.sh"
 source "$HERE/services/kafka.sh"
 
 cmd_up() {
-    local brokers=${KAFKA_BROKERS:-1}
+    local brokers=${KAFKA_BROKERS:-1} version=${ASKED_KAFKA_VERSION:-$KAFKA_DEFAULT_VERSION}
     while (($#)); do
         case $1 in
             --brokers) [[ $# -ge 2 ]] || die "--brokers needs a count (1 or 3)"; brokers=$2; shift 2 ;;
             --brokers=*) brokers=${1#--brokers=}; shift ;;
-            *) die "up: unknown option $1 (usage: $0 up [--brokers 1|3])" ;;
+            --kafka-version) [[ $# -ge 2 ]] || die "--kafka-version needs one of ${KAFKA_VERSIONS[*]}"; version=$2; shift 2 ;;
+            --kafka-version=*) version=${1#--kafka-version=}; shift ;;
+            *) die "up: unknown option $1 (usage: $0 up [--brokers 1|3] [--kafka-version V])" ;;
         esac
     done
     ((EUID == 0)) || die "run as root (postgres is started as the postgres user)"
@@ -62,6 +74,7 @@ cmd_up() {
     pg_bootstrap
     log "postgres ready on $PG_HOST:$PG_PORT (DATABASE_URL=postgres://$APP_ROLE:$APP_PASSWORD@$PG_HOST:$PG_PORT/$APP_DB)"
 
+    kafka_use_version "$version"
     kafka_resize "$brokers"
     local id
     for ((id = 1; id <= KAFKA_SIZE; id++)); do
@@ -71,7 +84,7 @@ cmd_up() {
     kafka_select 1
     kafka_start
     kafka_ensure_topics
-    log "kafka ready on $KAFKA_BOOTSTRAP (node:pid $(kafka_pids))"
+    log "kafka $KAFKA_VERSION ready on $KAFKA_BOOTSTRAP (node:pid $(kafka_pids))"
 }
 
 cmd_down() {
@@ -96,7 +109,7 @@ cmd_status() {
         kafka_select "$id"
         ((KAFKA_SIZE > 1)) && name="kafka-$id"
         if pid=$(kafka_pid) && port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
-            printf '%-10s%s\n' "$name:" "up (pid $pid, $KAFKA_HOST:$KAFKA_PORT, data $KAFKA_DATA)"
+            printf '%-10s%s\n' "$name:" "up (Kafka $KAFKA_VERSION, pid $pid, $KAFKA_HOST:$KAFKA_PORT, data $KAFKA_DATA)"
         elif pid=$(kafka_pid); then
             printf '%-10s%s\n' "$name:" "starting or not answering (pid $pid)"
             down=1
@@ -150,7 +163,7 @@ main() {
         prune) cmd_prune "$@" ;;
         bootstrap) echo "$KAFKA_BOOTSTRAP" ;;
         *)
-            echo "usage: $0 up [--brokers 1|3] | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka [NODE] | prune | bootstrap" >&2
+            echo "usage: $0 up [--brokers 1|3] [--kafka-version V] | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka [NODE] | prune | bootstrap" >&2
             exit 2
             ;;
     esac

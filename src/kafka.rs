@@ -549,6 +549,61 @@ pub async fn missing_topics(
     .expect("the metadata query does not panic")
 }
 
+/// The group protocols a broker of the cluster offers, as its
+/// `group.coordinator.rebalance.protocols` says (`classic`, `consumer`);
+/// empty when the broker has no such setting (before Kafka 3.7, when no
+/// broker had the consumer protocol). librdkafka itself only finds out in
+/// its heartbeat, and then waits for a coordinator without end and without
+/// a word above debug level.
+pub async fn offered_group_protocols(settings: &KafkaSettings) -> KafkaResult<Vec<String>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
+    let admin = std::sync::Arc::new(admin);
+    let broker = {
+        let admin = admin.clone();
+        tokio::task::spawn_blocking(move || {
+            let metadata = admin
+                .inner()
+                .fetch_metadata(None, Duration::from_secs(10))?;
+            Ok::<_, KafkaError>(metadata.brokers().first().map(|b| b.id()))
+        })
+        .await
+        .expect("the metadata query does not panic")?
+    };
+    let Some(broker) = broker else {
+        return Err(KafkaError::MetadataFetch(
+            rdkafka::types::RDKafkaErrorCode::BrokerNotAvailable,
+        ));
+    };
+    let results = admin
+        .describe_configs(
+            &[ResourceSpecifier::Broker(broker)],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?;
+    let resource = results
+        .into_iter()
+        .next()
+        .ok_or(KafkaError::AdminOpCreation(
+            "no result for the broker's configuration".into(),
+        ))?
+        .map_err(KafkaError::AdminOp)?;
+    Ok(resource
+        .get("group.coordinator.rebalance.protocols")
+        .and_then(|entry| entry.value.as_deref())
+        .map(|value| {
+            value
+                .split(',')
+                .map(|protocol| protocol.trim().to_ascii_lowercase())
+                .filter(|protocol| !protocol.is_empty())
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 /// The topic's `retention.ms` as the broker reports it; `None` for
 /// unlimited (-1) or when the broker does not say.
 pub async fn topic_retention(

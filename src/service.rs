@@ -133,6 +133,7 @@ async fn consume_until_shutdown(
     )));
 
     check_topics_exist(kafka, args).await?;
+    check_group_protocol_offered(kafka, args).await?;
     let retention = warn_if_retention_differs(&pool, args.database.retention()).await?;
     check_topic_retention(kafka, &args.kafka_topic, retention.ledger_days, metrics).await;
 
@@ -285,6 +286,32 @@ async fn check_topics_exist(
         },
         Err(error) => {
             tracing::warn!(%error, "could not check that the topics exist; going on");
+            Ok(())
+        }
+    }
+}
+
+/// Stops the start when GROUP_PROTOCOL=consumer and the cluster does not
+/// offer that protocol (Kafka 3.x by default, or brokers configured for the
+/// classic one only): librdkafka would wait for a coordinator without end.
+/// A broker that cannot be asked (no DescribeConfigs right, an outage) is no
+/// reason to stop.
+async fn check_group_protocol_offered(
+    kafka: &crate::kafka::KafkaSettings,
+    args: &RunArgs,
+) -> Result<(), ServiceError> {
+    if args.group_protocol != crate::config::GroupProtocol::Consumer {
+        return Ok(());
+    }
+    match crate::kafka::offered_group_protocols(kafka).await {
+        Ok(offered) if offered.iter().any(|protocol| protocol == "consumer") => Ok(()),
+        Ok(offered) => Err(ConfigError(format!(
+            "GROUP_PROTOCOL=consumer: the cluster does not offer the consumer group protocol (its brokers' group.coordinator.rebalance.protocols is {:?}; Kafka 4.0 or later has it): set GROUP_PROTOCOL=classic",
+            offered.join(",")
+        ))
+        .into()),
+        Err(error) => {
+            tracing::warn!(%error, "could not check that the cluster offers the consumer group protocol; going on");
             Ok(())
         }
     }

@@ -14,7 +14,7 @@ use rdkafka::ClientConfig;
 /// Records on the topic's partition 0 (its high watermark).
 fn records_on(topic: &str) -> i64 {
     let client: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .create()
         .expect("client");
     client
@@ -148,7 +148,7 @@ async fn a_copy_without_the_payload_when_told_to_omit_it() {
 
     use rdkafka::message::Message;
     let reader: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .set("group.id", unique("dlq-reader"))
         .create()
         .expect("client");

@@ -6,12 +6,14 @@
 //! than spinning in a dead client; started again later, it goes on, and
 //! nothing is lost or applied twice. And under the classic protocol, a
 //! static member that is fenced joins again, but two processes sharing an
-//! instance id do not fence each other forever.
+//! instance id do not fence each other forever. A cluster that does not
+//! offer the protocol (Kafka 3.x) stops the start, naming it.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::private_kafka::PrivateKafka;
 use common::*;
 
 #[tokio::test]
@@ -181,4 +183,28 @@ async fn a_member_fenced_while_it_retries_a_batch_joins_again() {
     wait_for_ledger(&db, 101, Duration::from_secs(90)).await;
     assert_eq!(db.reserved("SKU-1").await, 101, "each event applied once");
     first.stop().await;
+}
+
+/// A cluster whose brokers do not offer the consumer protocol (Kafka 3.x
+/// by default; here a broker configured for the classic one only):
+/// GROUP_PROTOCOL=consumer stops the start with one line naming it, where
+/// librdkafka alone would wait for a coordinator forever, saying nothing.
+#[tokio::test]
+async fn the_consumer_protocol_on_a_cluster_without_it_stops_the_start() {
+    let kafka = PrivateKafka::start_with(&[("group.coordinator.rebalance.protocols", "classic")]);
+    let topic = kafka.topic(1).await;
+    let db = TestDb::new().await;
+    let mut spec = ConsumerSpec::new(&db, &topic).env("GROUP_PROTOCOL", "consumer");
+    spec.bootstrap = kafka.bootstrap();
+    let mut consumer = spec.start();
+    let status = consumer.wait(Duration::from_secs(60)).await;
+    let log = consumer.log_text();
+    assert!(!status.success(), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("GROUP_PROTOCOL=consumer")
+            && last.contains("does not offer the consumer group protocol")
+            && last.contains("GROUP_PROTOCOL=classic"),
+        "{log}"
+    );
 }

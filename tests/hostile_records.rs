@@ -288,7 +288,7 @@ async fn records_in_every_codec_kafka_has_are_applied() {
     let codecs = ["zstd", "gzip", "snappy", "lz4", "none"];
     for codec in codecs {
         let producer: rdkafka::producer::FutureProducer = rdkafka::ClientConfig::new()
-            .set("bootstrap.servers", KAFKA)
+            .set("bootstrap.servers", kafka())
             .set("compression.type", codec)
             .set("linger.ms", "50")
             .create()

@@ -165,7 +165,7 @@ async fn every_outcome_leaves_exactly_its_effect() {
 
     // Each parked record was copied to the DLQ with its reason and position.
     let dlq_consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .set("group.id", unique("dlq_reader"))
         .set("auto.offset.reset", "earliest")
         .create()

@@ -15,7 +15,7 @@ use rdkafka::ClientConfig;
 /// while the broker still finishes the deletion).
 async fn recreate(topic: &str) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .create()
         .expect("admin client");
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));

@@ -23,7 +23,7 @@ async fn record_and_row_make_the_round_trip_through_real_services() {
     )
     .await;
     let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .set("group.id", unique("round_trip"))
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")

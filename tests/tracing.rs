@@ -211,7 +211,7 @@ async fn each_batch_is_a_span_linked_to_the_traces_of_its_records() {
 /// The `inbox.trace_id` header of the first copy on the DLQ topic.
 async fn dlq_trace_id(dlq: &str) -> Option<String> {
     let reader: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .set("group.id", unique("dlq_reader"))
         .set("auto.offset.reset", "earliest")
         .create()

@@ -1,16 +1,33 @@
-# Apache Kafka 4 in KRaft mode from Maven Central's jars: one combined
+# Apache Kafka in KRaft mode from Maven Central's jars: one combined
 # broker+controller on 127.0.0.1:9092, or a cluster of three (sourced by
-# scripts/services.sh).
+# scripts/services.sh and scripts/compat.sh).
+
+# The versions `up --kafka-version` runs and `make compat` tests: the newest
+# 3.x and the newest 4.x that Maven Central serves, and 4.1.2, the version
+# this project ran first.
+KAFKA_VERSIONS=(3.9.2 4.1.2 4.4.0)
+KAFKA_DEFAULT_VERSION=4.1.2
+# Data formatted before the version was recorded is 4.1.2's.
+KAFKA_UNRECORDED_VERSION=4.1.2
 
 KAFKA_HOST=127.0.0.1
-KAFKA_DIR="$LOCAL/kafka"
-KAFKA_LIBS="$KAFKA_DIR/libs"
+# SERVICES_KAFKA_DIR and SERVICES_KAFKA_PORT move the broker elsewhere
+# (make compat runs each version on a port of its own, beside the local
+# broker); node N listens on PORT + 2(N-1), its controller one port above.
+KAFKA_DIR=${SERVICES_KAFKA_DIR:-$LOCAL/kafka}
+KAFKA_BASE_PORT=${SERVICES_KAFKA_PORT:-9092}
 KAFKA_ADMIN_CONFIG="$KAFKA_DIR/admin.properties"
 # The node count the data was formatted for: 1, or 3 (a cluster).
 KAFKA_SIZE_FILE="$KAFKA_DIR/brokers"
 KAFKA_SIZE=1
+# The Kafka version that formatted the data (and that runs on it).
+KAFKA_VERSION_FILE="$KAFKA_DIR/version"
 KAFKA_POM="$REPO/scripts/kafka/pom.xml"
-KAFKA_LIBS_MARKER="$KAFKA_LIBS/.complete"   # holds the sha256 of the pom it was fetched with
+# Each version's jars, fetched once per version and pom into a directory
+# of their own that is never changed afterwards (a running broker keeps
+# its jars); $KAFKA_DIR/libs links to those of the version that runs.
+KAFKA_DIST="$LOCAL/kafka-dist"
+KAFKA_LIBS_LINK="$KAFKA_DIR/libs"
 KAFKA_READY_TIMEOUT=120
 KAFKA_STOP_TIMEOUT=30
 KAFKA_HEAP_OPTS=(-Xms512m -Xmx1g)
@@ -20,10 +37,10 @@ DEFAULT_PARTITIONS=12
 # Selects node N of the Kafka cluster: its ports, files and directories
 # become the KAFKA_* globals the kafka_* functions work on. Node 1 has the
 # paths and ports of the single broker; node N listens on 9092 + 2(N-1) and
-# its controller one port above.
+# its controller one port above (9092 and 9093 for node 1 by default).
 kafka_select() {
     KAFKA_NODE=$1
-    KAFKA_PORT=$((9092 + 2 * (KAFKA_NODE - 1)))
+    KAFKA_PORT=$((KAFKA_BASE_PORT + 2 * (KAFKA_NODE - 1)))
     KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1))
     if ((KAFKA_NODE == 1)); then
         KAFKA_NODE_DIR=$KAFKA_DIR
@@ -42,7 +59,7 @@ kafka_size() {
     KAFKA_SIZE=$1
     local id servers=()
     for ((id = 1; id <= KAFKA_SIZE; id++)); do
-        servers+=("$KAFKA_HOST:$((9092 + 2 * (id - 1)))")
+        servers+=("$KAFKA_HOST:$((KAFKA_BASE_PORT + 2 * (id - 1)))")
     done
     KAFKA_BOOTSTRAP=$(IFS=,; echo "${servers[*]}")
     kafka_select 1
@@ -50,14 +67,100 @@ kafka_size() {
 # What is there already (what `up` formatted last), else one node.
 kafka_size "$(cat "$KAFKA_SIZE_FILE" 2>/dev/null || echo 1)"
 
-# A JVM for Kafka's tool classes (StorageTool, TopicCommand) with the fetched
-# jars; TieredStopAtLevel=1 and SerialGC make these short-lived JVMs start faster.
+# A JVM for Kafka's tool classes (StorageTool, TopicCommand) with the jars
+# of the selected version; TieredStopAtLevel=1 and SerialGC make these
+# short-lived JVMs start faster.
 KAFKA_TOOL_JAVA=(java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
-    -Dlog4j2.configurationFile="$REPO/scripts/kafka/tools-log4j2.xml" -cp "$KAFKA_LIBS/*")
+    -Dlog4j2.configurationFile="$REPO/scripts/kafka/tools-log4j2.xml")
 KAFKA_TOOL_TIMEOUT=60
 
 kafka_tool() {
-    timeout "$KAFKA_TOOL_TIMEOUT" "${KAFKA_TOOL_JAVA[@]}" "$@"
+    timeout "$KAFKA_TOOL_TIMEOUT" "${KAFKA_TOOL_JAVA[@]}" -cp "$KAFKA_LIBS/*" "$@"
+}
+
+# Whether V is one of the pinned versions.
+kafka_known_version() {
+    local v
+    for v in "${KAFKA_VERSIONS[@]}"; do
+        [[ $v == "$1" ]] && return 0
+    done
+    return 1
+}
+
+# The version that formatted the data here (KAFKA_UNRECORDED_VERSION for data
+# older than the record, and when there is none yet).
+kafka_recorded_version() {
+    cat "$KAFKA_VERSION_FILE" 2>/dev/null || echo "$KAFKA_UNRECORDED_VERSION"
+}
+
+# Selects version V: KAFKA_VERSION and KAFKA_LIBS, the directory its jars
+# are fetched into (named after the version and the pom they came from).
+kafka_version() {
+    KAFKA_VERSION=$1
+    local pom
+    pom=$(sha256sum "$KAFKA_POM" | cut -c1-12)
+    KAFKA_LIBS="$KAFKA_DIST/$KAFKA_VERSION-$pom"
+}
+# The tools of `status`, `topic`, `kill-kafka` and `prune` talk to the
+# version that runs.
+kafka_version "$(kafka_recorded_version)"
+
+# Fetches the selected version's jars unless they are there: into a fresh
+# directory, renamed into place when complete, so an interrupted fetch or
+# two at once never leave a half-filled one.
+kafka_libs_fetch() {
+    [[ -f $KAFKA_LIBS/.complete ]] && return 0
+    log "fetching Kafka $KAFKA_VERSION's jars from Maven Central into $KAFKA_LIBS"
+    mkdir -p "$KAFKA_DIST"
+    local tmp
+    tmp=$(mktemp -d "$KAFKA_DIST/.fetch-XXXXXX")
+    if ! mvn -B -q -Dstyle.color=never -f "$KAFKA_POM" -Dkafka.version="$KAFKA_VERSION" \
+        dependency:copy-dependencies -DoutputDirectory="$tmp" >"$tmp.log" 2>&1; then
+        tail_log "$tmp.log"
+        rm -rf "$tmp" "$tmp.log"
+        die "mvn could not fetch Kafka $KAFKA_VERSION's jars (scripts/kafka/pom.xml)"
+    fi
+    rm -f "$tmp.log"
+    [[ -f $tmp/kafka_2.13-$KAFKA_VERSION.jar ]] || die "mvn ran but $tmp has no kafka_2.13-$KAFKA_VERSION.jar"
+    touch "$tmp/.complete"
+    if [[ -f $KAFKA_LIBS/.complete ]]; then
+        rm -rf "$tmp"
+    else
+        rm -rf "$KAFKA_LIBS"
+        mv "$tmp" "$KAFKA_LIBS"
+    fi
+}
+
+# --kafka-version V / KAFKA_VERSION=V: the version `up` is to run. Its jars
+# are fetched; data another version formatted is wiped (each version keeps
+# to the log and metadata formats it wrote itself; topics are created
+# again), and $KAFKA_DIR/libs points at V's jars (a broker running on other
+# jars is stopped first, to be started on these).
+kafka_use_version() {
+    local want=$1 had
+    kafka_known_version "$want" ||
+        die "--kafka-version (KAFKA_VERSION) must be one of ${KAFKA_VERSIONS[*]}, got '$want'"
+    had=$(kafka_recorded_version)
+    kafka_version "$want"
+    kafka_libs_fetch
+    mkdir -p "$KAFKA_DIR"
+    if [[ $had != "$want" ]]; then
+        if kafka_running || [[ -e $KAFKA_DIR/data ]]; then
+            log "kafka goes from $had to $want: wiping the data $had wrote (topics are created again)"
+        fi
+        kafka_stop_all
+        rm -rf "$KAFKA_DIR/data" "$KAFKA_DIR"/node-*/data
+    fi
+    if [[ $(readlink "$KAFKA_LIBS_LINK" 2>/dev/null) != "$KAFKA_LIBS" ]]; then
+        if kafka_running; then
+            log "kafka's jars changed (scripts/kafka/pom.xml): restarting it on the new ones"
+            kafka_stop_all
+        fi
+        # A directory here is the layout of before the versions.
+        rm -rf "$KAFKA_LIBS_LINK"
+        ln -s "$KAFKA_LIBS" "$KAFKA_LIBS_LINK"
+    fi
+    echo "$want" >"$KAFKA_VERSION_FILE"
 }
 
 kafka_topics() {
@@ -75,7 +178,7 @@ kafka_write_config() {
         quorum="controller.quorum.bootstrap.servers=$KAFKA_HOST:$KAFKA_CONTROLLER_PORT"
     else
         for ((id = 1; id <= KAFKA_SIZE; id++)); do
-            voters+=("$id@$KAFKA_HOST:$((9093 + 2 * (id - 1)))")
+            voters+=("$id@$KAFKA_HOST:$((KAFKA_BASE_PORT + 1 + 2 * (id - 1)))")
         done
         quorum="controller.quorum.voters=$(IFS=,; echo "${voters[*]}")"
         internal_min_isr=2

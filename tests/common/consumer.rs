@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{binary, committed_offsets, free_port, http_get, unique, wait_until, TestDb, KAFKA};
+use super::{binary, committed_offsets, free_port, http_get, kafka, unique, wait_until, TestDb};
 
 /// The consumer, run as a real process.
 pub struct ConsumerProcess {
@@ -36,7 +36,7 @@ impl ConsumerSpec {
     /// A consumer of `topic` on any database.
     pub fn at(database_url: &str, topic: &str) -> ConsumerSpec {
         ConsumerSpec {
-            bootstrap: KAFKA.into(),
+            bootstrap: kafka().into(),
             database_url: database_url.into(),
             topic: topic.into(),
             group: unique("group"),

@@ -13,7 +13,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use uuid::Uuid;
 
-use super::{require_services, unique, KAFKA};
+use super::{kafka, require_services, unique};
 
 /// A fresh topic with `partitions` partitions.
 pub async fn fresh_topic(partitions: i32) -> String {
@@ -23,7 +23,7 @@ pub async fn fresh_topic(partitions: i32) -> String {
 /// A fresh topic with topic-level configuration.
 pub async fn fresh_topic_with(partitions: i32, config: &[(&str, &str)]) -> String {
     require_services();
-    create_topic_at(KAFKA, "orders_test", partitions, config).await
+    create_topic_at(kafka(), "orders_test", partitions, config).await
 }
 
 /// Creates a topic named `prefix` plus a unique suffix (replication 1) on
@@ -68,7 +68,7 @@ pub async fn create_topic_replicated(
 
 /// A producer for tests: idempotent, acks=all.
 pub fn producer() -> FutureProducer {
-    producer_at(KAFKA)
+    producer_at(kafka())
 }
 
 /// A producer for tests on the given bootstrap servers.
@@ -183,7 +183,7 @@ pub fn order_at(order_id: &str, lines: &[(&str, i32)], occurred_at: DateTime<Utc
 
 /// Committed offsets of a group for a topic, per partition (-1001 = none).
 pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    committed_offsets_at(KAFKA, group, topic, partitions)
+    committed_offsets_at(kafka(), group, topic, partitions)
 }
 
 /// Committed offsets of a group on the given bootstrap servers.
@@ -249,7 +249,7 @@ pub fn commit_offsets(group: &str, topic: &str, offsets: &[(i32, i64)]) {
     use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
     use rdkafka::{Offset, TopicPartitionList};
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .create()
@@ -279,7 +279,7 @@ pub fn delete_records_before(topic: &str, before: &[(i32, i64)]) {
     use rdkafka::producer::BaseProducer;
     use rdkafka::{Offset, TopicPartitionList};
     let client: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", KAFKA)
+        .set("bootstrap.servers", kafka())
         .create()
         .expect("admin client");
     let mut offsets = TopicPartitionList::new();

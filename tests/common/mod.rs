@@ -28,17 +28,26 @@ pub use {consumer::*, db::*, kafka::*, traffic::*};
 use std::future::Future;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-pub const KAFKA: &str = "127.0.0.1:9092";
+/// The shared broker the tests use: `INBOX_TEST_KAFKA` (`make compat` points
+/// it at a broker of another Kafka version on a port of its own), else the
+/// local broker of `scripts/services.sh up`.
+pub fn kafka() -> &'static str {
+    static ADDRESS: OnceLock<String> = OnceLock::new();
+    ADDRESS.get_or_init(|| {
+        std::env::var("INBOX_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+    })
+}
 /// The owner role of the default DATABASE_URL (docs/design.md#configuration); it may create databases.
 pub const ADMIN_URL: &str = "postgres://inventory:inventory@127.0.0.1:5432/inventory";
 
 /// Fails (never skips) when PostgreSQL or Kafka is not reachable.
 pub fn require_services() {
-    for (name, address) in [("PostgreSQL", "127.0.0.1:5432"), ("Kafka", KAFKA)] {
+    for (name, address) in [("PostgreSQL", "127.0.0.1:5432"), ("Kafka", kafka())] {
         let reachable = std::net::TcpStream::connect_timeout(
             &address.parse().expect("address"),
             Duration::from_secs(2),

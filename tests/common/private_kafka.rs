@@ -41,6 +41,8 @@ pub struct PrivateKafka {
     /// on drop.
     dir: PathBuf,
     nodes: Vec<Node>,
+    /// Broker settings of the test's own, after every other line.
+    settings: Vec<(String, String)>,
 }
 
 impl PrivateKafka {
@@ -49,10 +51,19 @@ impl PrivateKafka {
         PrivateKafka::cluster(1)
     }
 
+    /// One node with broker settings of the test's own (`key`, `value`).
+    pub fn start_with(settings: &[(&str, &str)]) -> PrivateKafka {
+        PrivateKafka::build(1, settings)
+    }
+
     /// `size` nodes, each broker and controller (a static quorum of all of
     /// them); topics get replication `size` and `min.insync.replicas` 2 (1
     /// for a single node). Returns when every node serves metadata.
     pub fn cluster(size: i32) -> PrivateKafka {
+        PrivateKafka::build(size, &[])
+    }
+
+    fn build(size: i32, settings: &[(&str, &str)]) -> PrivateKafka {
         let libs = libs_dir();
         assert!(
             libs.join(".complete").exists(),
@@ -70,7 +81,15 @@ impl PrivateKafka {
                 process: None,
             })
             .collect();
-        let mut kafka = PrivateKafka { dir, nodes };
+        let settings = settings
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        let mut kafka = PrivateKafka {
+            dir,
+            nodes,
+            settings,
+        };
         let cluster_id = cluster_id();
         for id in kafka.ids() {
             kafka.write_config(id);
@@ -302,7 +321,12 @@ impl PrivateKafka {
                  num.network.threads=2\n\
                  num.io.threads=2\n\
                  num.replica.fetchers=1\n"
-            );
+            )
+            + &self
+                .settings
+                .iter()
+                .map(|(key, value)| format!("{key}={value}\n"))
+                .collect::<String>();
         std::fs::write(self.config_path(id), config).expect("write server.properties");
     }
 
@@ -444,8 +468,12 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The jars of the shared broker's version, or `INBOX_TEST_KAFKA_LIBS` (those
+/// of the version `make compat` runs).
 fn libs_dir() -> PathBuf {
-    repo().join(".local/kafka/libs")
+    std::env::var_os("INBOX_TEST_KAFKA_LIBS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".local/kafka/libs"))
 }
 
 /// Unpadded URL-safe base64 (RFC 4648 §5).
