@@ -277,6 +277,13 @@ pub struct DatabaseArgs {
     #[arg(long, env = "DB_LOCK_TIMEOUT_MS", default_value_t = 5_000,
           value_parser = clap::value_parser!(u32).range(0..=86_400_000))]
     pub db_lock_timeout_ms: u32,
+
+    /// What stands between the service and PostgreSQL: `none`, or a
+    /// connection pooler such as PgBouncer in `session` or `transaction`
+    /// pooling (README "Behind a connection pooler"). The pool mode cannot
+    /// be seen from here; a wrong `session` breaks on a transaction pooler.
+    #[arg(long, env = "INBOX_DB_POOLER", value_enum, default_value = "none")]
+    pub inbox_db_pooler: crate::store::Pooler,
 }
 
 impl DatabaseArgs {
@@ -286,6 +293,7 @@ impl DatabaseArgs {
             url: &self.database_url,
             statement_timeout: Duration::from_millis(self.db_statement_timeout_ms.into()),
             lock_timeout: Duration::from_millis(self.db_lock_timeout_ms.into()),
+            pooler: self.inbox_db_pooler,
         }
     }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
-use sqlx::{FromRow, PgPool};
+use sqlx::FromRow;
 use uuid::Uuid;
 
 const LEDGER: &str = include_str!("../sql/inspect_ledger.sql");
@@ -89,7 +89,7 @@ pub struct Inspection {
 /// Looks `subject` up in the database of `consumer` (the ledger's name),
 /// whose records come from `topic`.
 pub async fn inspect(
-    pool: &PgPool,
+    pool: &crate::store::DbPool,
     consumer: &str,
     topic: &str,
     subject: &Subject,
@@ -159,7 +159,7 @@ pub async fn inspect(
 }
 
 async fn lines(
-    pool: &PgPool,
+    pool: &crate::store::DbPool,
     orders: &[String],
     events: Option<&[Uuid]>,
 ) -> Result<Vec<Line>, sqlx::Error> {

@@ -13,13 +13,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::batch::PartitionKey;
 use crate::metrics::Metrics;
-use crate::store::StoreError;
+use crate::store::{DbPool, StoreError};
 
 const READ: &str =
     "SELECT topic, kafka_partition, next_offset, topic_id, moved_by_operator FROM inbox_position
@@ -69,7 +69,7 @@ pub struct Stored {
 /// left out, and said, and the partition starts as if the database had no
 /// position (the next batch writes the new topic's).
 pub async fn read(
-    pool: &PgPool,
+    pool: &DbPool,
     consumer: &str,
     partitions: &[PartitionKey],
     topic_ids: &BTreeMap<String, Uuid>,
@@ -118,7 +118,7 @@ pub async fn read(
 
 /// Every position of the consumer, of one topic or all.
 pub async fn list(
-    pool: &PgPool,
+    pool: &DbPool,
     consumer: &str,
     topic: Option<&str>,
 ) -> Result<Vec<Position>, StoreError> {
@@ -142,7 +142,7 @@ pub async fn list(
 
 /// Sets a position, backwards or forwards; returns the one before, if any.
 pub async fn set(
-    pool: &PgPool,
+    pool: &DbPool,
     consumer: &str,
     topic: &str,
     partition: i32,

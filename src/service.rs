@@ -349,7 +349,7 @@ async fn check_topic_retention(
 }
 
 async fn maintain_and_load(
-    pool: &sqlx::PgPool,
+    pool: &store::DbPool,
     inbox: &Inbox,
     args: &RunArgs,
 ) -> Result<(), store::StoreError> {
@@ -369,7 +369,7 @@ async fn maintain_and_load(
 /// applies to every consumer of the database), with a warning when this
 /// process was configured otherwise.
 pub async fn warn_if_retention_differs(
-    pool: &sqlx::PgPool,
+    pool: &store::DbPool,
     configured: store::Retention,
 ) -> Result<store::Retention, store::StoreError> {
     let database = store::retention(pool).await?;
@@ -393,7 +393,7 @@ pub async fn warn_if_retention_differs(
 
 /// Maintenance every `every` until `finished`.
 async fn maintain_periodically(
-    pool: sqlx::PgPool,
+    pool: store::DbPool,
     metrics: Metrics,
     every: Duration,
     mut finished: watch::Receiver<bool>,
@@ -440,7 +440,7 @@ async fn maintain_periodically(
 
 /// Sets `inbox_ledger_filters_stale`: the closed days every batch looks
 /// up in full. Left as it was when the database does not answer.
-async fn count_unfiltered_days(pool: &sqlx::PgPool, metrics: &Metrics) {
+async fn count_unfiltered_days(pool: &store::DbPool, metrics: &Metrics) {
     match store::unfiltered_days(pool).await {
         Ok(days) => metrics.ledger_filters_stale.set(days),
         Err(error) => {

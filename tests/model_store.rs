@@ -170,18 +170,21 @@ async fn run_case(server: &Server, case: &Case) -> Result<(), String> {
             // As `run` does at start-up, before its first batch: a batch
             // that made the codes itself would hold them uncommitted while
             // other lanes wait (src/store/schema.rs).
-            register_codes(&pool, batch.consumer, &[TOPIC.to_owned()])
+            register_codes(&pool.clone().into(), batch.consumer, &[TOPIC.to_owned()])
                 .await
                 .expect("register the ledger's codes");
             inboxes.insert(
                 batch.consumer,
-                Inbox::new(pool.clone(), batch.consumer.into()),
+                Inbox::new(pool.clone().into(), batch.consumer.into()),
             );
         }
         if batch.filters {
             // What maintenance builds now; a build that waits too long for
             // older transactions of the server leaves the day for later.
-            while let Some(built) = build_next_filter(&pool).await.expect("build a filter") {
+            while let Some(built) = build_next_filter(&pool.clone().into())
+                .await
+                .expect("build a filter")
+            {
                 server.note(&format!(
                     "filters built ({} ids)",
                     if built.ids > 0 { "with" } else { "no" }

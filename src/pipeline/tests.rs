@@ -14,7 +14,6 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -49,6 +48,7 @@ async fn inbox(connect: &PgConnectOptions) -> Arc<Inbox> {
             url: &url,
             statement_timeout: Duration::from_secs(30),
             lock_timeout: Duration::from_millis(200),
+            pooler: store::Pooler::None,
         },
         1,
     )
@@ -187,7 +187,7 @@ impl Running {
     }
 }
 
-async fn ledger_rows(pool: &PgPool) -> i64 {
+async fn ledger_rows(pool: &store::DbPool) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM processed_inbox")
         .fetch_one(pool)
         .await

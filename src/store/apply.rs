@@ -206,7 +206,7 @@ impl Inbox {
             }
         };
         let result = self
-            .answered(self.apply_in(&mut connection, batch, &positions, trace_id))
+            .answered(self.apply_alone(&mut connection, batch, &positions, trace_id))
             .await;
         if matches!(
             result,
@@ -304,6 +304,28 @@ impl Inbox {
             }
         }
         Ok(behind)
+    }
+
+    /// The batch statement as its own transaction: implicit, one round trip
+    /// (directly, or through a session pooler); through a transaction
+    /// pooler an explicit one, begun with the session's limits, in which the
+    /// unnamed statement's two exchanges keep their server connection.
+    async fn apply_alone(
+        &self,
+        connection: &mut sqlx::PgConnection,
+        batch: &[Classified],
+        positions: &BTreeMap<PartitionKey, i64>,
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        if self.pool.prepares() {
+            return self.apply_in(connection, batch, positions, trace_id).await;
+        }
+        let mut transaction = self.pool.begin_on(connection).await?;
+        let outcome = self
+            .apply_in(&mut transaction, batch, positions, trace_id)
+            .await?;
+        transaction.commit().await?;
+        Ok(outcome)
     }
 
     /// The batch statement, on the given connection: its own transaction
@@ -437,6 +459,7 @@ impl Inbox {
         trace_id: Option<&'q str>,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(sql)
+            .persistent(self.pool.prepares())
             .bind(&self.consumer)
             .bind(&arrays.topic)
             .bind(&arrays.partition)

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::FromRow;
 
-use super::{Inbox, StoreError};
+use super::{DbPool, Inbox, StoreError};
 
 const OPEN: &str = include_str!("../../sql/breaker_open.sql");
 const STATE: &str = include_str!("../../sql/breaker_state.sql");
@@ -45,10 +45,7 @@ impl Inbox {
 }
 
 /// The breaker of `consumer`, if it was ever opened.
-pub async fn breaker(
-    pool: &sqlx::PgPool,
-    consumer: &str,
-) -> Result<Option<BreakerState>, StoreError> {
+pub async fn breaker(pool: &DbPool, consumer: &str) -> Result<Option<BreakerState>, StoreError> {
     Ok(sqlx::query_as(STATE)
         .bind(consumer)
         .fetch_optional(pool)
@@ -57,7 +54,7 @@ pub async fn breaker(
 
 /// Resumes the breaker of `consumer`; the state it resumed, when it held.
 pub async fn resume_breaker(
-    pool: &sqlx::PgPool,
+    pool: &DbPool,
     consumer: &str,
 ) -> Result<Option<BreakerState>, StoreError> {
     Ok(sqlx::query_as(RESUME)

@@ -154,6 +154,30 @@ const SQLSTATES: [(&str, Verdict); 14] = [
     ("23", Verdict::Isolate),
 ];
 
+/// PgBouncer refuses a client for good (a parameter it does not take, an
+/// unknown database or user, bad credentials) with SQLSTATE 08P01, the code
+/// it also gives what passes (its client limit, a server it cannot reach
+/// yet): these refusals are told by PgBouncer's message, which is never
+/// translated. A permanent refusal stops the start instead of being retried
+/// as a lost connection.
+const POOLER_REFUSALS: [&str; 7] = [
+    "unsupported startup parameter",
+    "no such database",
+    "no such user",
+    "password authentication failed",
+    "SASL authentication failed",
+    "server login failed",
+    "not allowed",
+];
+
+/// Whether an error is a pooler's permanent refusal ([`POOLER_REFUSALS`]).
+pub fn is_pooler_refusal(sqlstate: &str, message: &str) -> bool {
+    sqlstate == "08P01"
+        && POOLER_REFUSALS
+            .iter()
+            .any(|refusal| message.starts_with(refusal))
+}
+
 /// What to do with an error of this SQLSTATE on this table and constraint
 /// (as the server reports them: never by message text, which depends on
 /// the server's language).
@@ -179,6 +203,17 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) => {
                 let sqlstate = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 let message = db.message().to_owned();
+                if is_pooler_refusal(&sqlstate, &message) {
+                    let hint = if message.starts_with("unsupported startup parameter") {
+                        " (a connection pooler: set INBOX_DB_POOLER to its pool mode, see README \"Behind a connection pooler\")"
+                    } else {
+                        ""
+                    };
+                    return StoreError::Unexpected {
+                        sqlstate,
+                        message: format!("the connection pooler refused: {message}{hint}"),
+                    };
+                }
                 match classify(&sqlstate, db.table(), db.constraint()) {
                     Verdict::Retry(reason) => transient(reason),
                     // Which partitions, the inbox finds out.
@@ -266,6 +301,27 @@ mod tests {
             classify("23514", Some("inventory_stock"), None),
             Verdict::Isolate
         );
+    }
+
+    #[test]
+    fn a_poolers_permanent_refusal_is_not_a_lost_connection() {
+        for message in [
+            "unsupported startup parameter: options",
+            "unsupported startup parameter: extra_float_digits",
+            "no such database: nowhere",
+            "password authentication failed",
+        ] {
+            assert!(is_pooler_refusal("08P01", message), "{message}");
+        }
+        for message in [
+            "no more connections allowed (max_client_conn)",
+            "query_wait_timeout",
+            "server login has been failing, try again later (server_login_retry)",
+            "pgbouncer cannot connect to server",
+        ] {
+            assert!(!is_pooler_refusal("08P01", message), "{message}");
+        }
+        assert!(!is_pooler_refusal("08006", "no such database: x"));
     }
 
     #[test]

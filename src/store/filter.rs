@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::future::{BoxFuture, FutureExt};
-use sqlx::{ConnectOptions, Connection as _, Executor as _, PgConnection, PgPool};
+use sqlx::{Connection as _, Executor as _, PgConnection};
+
+use super::pooler::DbPool;
 
 use super::StoreError;
 
@@ -21,6 +23,8 @@ const READ_DAY: &str = include_str!("../../sql/filter_read_day.sql");
 const UNFILTERED_DAYS: &str = include_str!("../../sql/filter_unfiltered_days.sql");
 const LAID_DAYS: &str = include_str!("../../sql/filter_laid_days.sql");
 const FETCH_PAGE: &str = "FETCH 100000 FROM inbox_filter_ids";
+/// A build or a lay-out reads a day of production traffic: minutes.
+const NO_STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 0";
 
 /// Words of a chunk row of a day's filter: 3,968 bytes, two rows to a page.
 const CHUNK_WORDS: usize = 496;
@@ -101,7 +105,7 @@ fn mask(h2: i64) -> u64 {
 /// missed a late write; `None` when every closed day has a clean one, or
 /// another instance is building one now. Its own connection, without the
 /// statement timeout: a day of production traffic is minutes of reading.
-pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBuilt>, StoreError>> {
+pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBuilt>, StoreError>> {
     // Boxed: the compiler cannot otherwise tell that the future is Send
     // for any lifetime of `pool` (a spawned task awaits it).
     async move {
@@ -125,13 +129,19 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
             tokio::time::sleep(READY_POLL).await;
         };
         let started = Instant::now();
-        let mut connection = maintenance_connection(pool).await?;
+        let mut connection = pool.connect_own().await?;
         // One snapshot for the count of late writes and the ids: a row it does
         // not hold was committed later, and counted as a late write then (a
         // transaction that could write the day uncounted is older than the
         // day's closed_xid, and the snapshot's oldest running one is not).
         connection
-            .execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(
+                pool.begin_statement(
+                    "ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                    NO_STATEMENT_TIMEOUT,
+                )
+                .as_str(),
+            )
             .await?;
         let claim: Option<(i64, i64)> = sqlx::query_as(
             "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1)
@@ -141,6 +151,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
                AND pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))",
         )
         .bind(day)
+        .persistent(pool.prepares())
         .fetch_optional(&mut connection)
         .await?;
         let Some((late_writes, ids)) = claim else {
@@ -153,10 +164,12 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
         // as rows.
         sqlx::query(READ_DAY)
             .bind(day)
+            .persistent(pool.prepares())
             .execute(&mut connection)
             .await?;
         loop {
             let page: Vec<(i64, i64)> = sqlx::query_as(FETCH_PAGE)
+                .persistent(pool.prepares())
                 .fetch_all(&mut connection)
                 .await?;
             for (h1, h2) in &page {
@@ -168,7 +181,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
         }
         connection.execute("COMMIT").await?;
 
-        connection.execute("BEGIN").await?;
+        connection.execute(begin(pool).as_str()).await?;
         // A statement's chunks at a time: the filter is in memory once.
         let rows = filter.chunk_rows();
         for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
@@ -177,6 +190,7 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
                 .bind(day)
                 .bind(first)
                 .bind(part)
+                .persistent(pool.prepares())
                 .execute(&mut connection)
                 .await?;
         }
@@ -186,13 +200,14 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
             .bind(late_writes)
             .bind(ids)
             .bind(i64::try_from(words).unwrap_or(i64::MAX))
+            .persistent(pool.prepares())
             .execute(&mut connection)
             .await?;
         connection.execute("COMMIT").await?;
         // The slots once no other day is ready to build: each lay-out
         // writes every day's filter again.
         let another_ready = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
-            .fetch_optional(&mut connection)
+            .fetch_optional(pool)
             .await?
             .is_some_and(|(_, ready)| ready);
         connection.close().await?;
@@ -209,16 +224,13 @@ pub fn build_next_filter(pool: &PgPool) -> BoxFuture<'_, Result<Option<FilterBui
     .boxed()
 }
 
-/// Opens the connection of a build or a lay-out: without the statement
-/// timeout (a day of production traffic is minutes of reading), and
-/// without logging its long statements as slow.
-async fn maintenance_connection(pool: &PgPool) -> Result<PgConnection, StoreError> {
-    let options = (*pool.connect_options())
-        .clone()
-        .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
-    let mut connection = PgConnection::connect_with(&options).await?;
-    connection.execute("SET statement_timeout = 0").await?;
-    Ok(connection)
+/// What begins a transaction of a build or a lay-out, on its own
+/// connection ([`DbPool::connect_own`]: its long statements not logged as
+/// slow): without the statement timeout (a day of production traffic is
+/// minutes of reading), for the transaction only (a session's SET would
+/// outlive it on a transaction pooler's server connection).
+fn begin(pool: &DbPool) -> String {
+    pool.begin_statement("", NO_STATEMENT_TIMEOUT)
 }
 
 /// A closed day's clean filter, as the slots lay it out.
@@ -233,8 +245,10 @@ struct LaidDay {
 /// its generation, days and builds.
 async fn laid_days(
     connection: &mut PgConnection,
+    prepares: bool,
 ) -> Result<(Vec<LaidDay>, Option<(i32, Vec<LaidDay>)>), StoreError> {
     let days = sqlx::query_as::<_, (NaiveDate, DateTime<Utc>, i64)>(LAID_DAYS)
+        .persistent(prepares)
         .fetch_all(&mut *connection)
         .await?
         .into_iter()
@@ -247,6 +261,7 @@ async fn laid_days(
     let in_use = sqlx::query_as::<_, (i32, Vec<NaiveDate>, Vec<DateTime<Utc>>)>(
         "SELECT generation, days, built_at FROM inbox_ledger_filter_layout",
     )
+    .persistent(prepares)
     .fetch_optional(&mut *connection)
     .await?
     .map(|(generation, days, built)| {
@@ -278,24 +293,25 @@ fn holds(in_use: &[LaidDay], days: &[LaidDay]) -> bool {
 /// in use holds just those: S slots, S the largest filter's words / 8; a
 /// slot row holds each day's words s, s + S, ... (a day smaller than S: its
 /// word s mod T). One transaction: a batch sees the old layout or the new.
-async fn lay_out(pool: &PgPool) -> Result<(), StoreError> {
-    let mut look = pool.acquire().await?;
-    let (days, in_use) = laid_days(&mut look).await?;
-    drop(look);
+async fn lay_out(pool: &DbPool) -> Result<(), StoreError> {
+    let mut look = pool.begin().await?;
+    let (days, in_use) = laid_days(&mut look, pool.prepares()).await?;
+    look.commit().await?;
     if in_use
         .as_ref()
         .map_or(days.is_empty(), |(_, laid)| holds(laid, &days))
     {
         return Ok(());
     }
-    let mut connection = maintenance_connection(pool).await?;
-    connection.execute("BEGIN").await?;
+    let mut connection = pool.connect_own().await?;
+    connection.execute(begin(pool).as_str()).await?;
     let locked: bool =
         sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))")
+            .persistent(pool.prepares())
             .fetch_one(&mut connection)
             .await?;
     // Read again under the lock: another instance may have laid them out.
-    let (days, in_use) = laid_days(&mut connection).await?;
+    let (days, in_use) = laid_days(&mut connection, pool.prepares()).await?;
     let generation = match in_use {
         _ if !locked => None,
         Some((_, laid)) if holds(&laid, &days) => None,
@@ -309,12 +325,15 @@ async fn lay_out(pool: &PgPool) -> Result<(), StoreError> {
     };
     let layout = Layout::of(&days);
     for first in (0..layout.slots).step_by(SLOTS_PER_STATEMENT as usize) {
-        let rows = layout.rows(&mut connection, &days, first).await?;
+        let rows = layout
+            .rows(&mut connection, pool.prepares(), &days, first)
+            .await?;
         sqlx::query("SELECT inbox_ledger_filter_slots($1, $2, $3, $4)")
             .bind(generation)
             .bind(i32::try_from(first).unwrap_or(i32::MAX))
             .bind(layout.row_words)
             .bind(rows)
+            .persistent(pool.prepares())
             .execute(&mut connection)
             .await?;
     }
@@ -325,6 +344,7 @@ async fn lay_out(pool: &PgPool) -> Result<(), StoreError> {
         .bind(days.iter().map(|d| d.built_at).collect::<Vec<_>>())
         .bind(&layout.offsets)
         .bind(&layout.widths)
+        .persistent(pool.prepares())
         .execute(&mut connection)
         .await?;
     connection.execute("COMMIT").await?;
@@ -374,6 +394,7 @@ impl Layout {
     async fn rows(
         &self,
         connection: &mut PgConnection,
+        prepares: bool,
         days: &[LaidDay],
         first: i64,
     ) -> Result<Vec<i64>, StoreError> {
@@ -387,7 +408,7 @@ impl Layout {
                 } else {
                     (first % day.words, n.min(day.words))
                 };
-                let words = read_words(connection, day.day, start, len).await?;
+                let words = read_words(connection, prepares, day.day, start, len).await?;
                 for k in 0..n as usize {
                     let word = words[k % words.len()];
                     rows[k * row_words + *offset as usize + m as usize] = word as i64;
@@ -401,6 +422,7 @@ impl Layout {
 /// Words [start, start + len) of a day's filter.
 async fn read_words(
     connection: &mut PgConnection,
+    prepares: bool,
     day: NaiveDate,
     start: i64,
     len: i64,
@@ -415,6 +437,7 @@ async fn read_words(
     .bind(day)
     .bind(i32::try_from(first_chunk).unwrap_or(i32::MAX))
     .bind(i32::try_from(last_chunk).unwrap_or(i32::MAX))
+    .persistent(prepares)
     .fetch_all(&mut *connection)
     .await?;
     let skip = (start - first_chunk * chunk_words) as usize;
@@ -436,7 +459,7 @@ async fn read_words(
 
 /// How many closed days every batch looks up in full: no filter yet, or
 /// one that missed a late write (the gauge `inbox_ledger_filters_stale`).
-pub async fn unfiltered_days(pool: &PgPool) -> Result<i64, StoreError> {
+pub async fn unfiltered_days(pool: &DbPool) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(UNFILTERED_DAYS).fetch_one(pool).await?)
 }
 

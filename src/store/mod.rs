@@ -17,6 +17,8 @@
 //!
 //! Layout:
 //! - `schema`: the pool, migrations, the schema check, maintenance.
+//! - `pooler`: how statements travel, directly or through a pooler
+//!   (PgBouncer in session or transaction mode).
 //! - `apply`: the batch statement, its bind arrays and outcome, bisection.
 //! - `replay`: listing and replaying parked records.
 //! - `dlq`: the DLQ copies the parked rows still owe.
@@ -29,6 +31,7 @@ mod breaker;
 mod dlq;
 mod error;
 mod filter;
+mod pooler;
 mod replay;
 mod schema;
 
@@ -36,6 +39,7 @@ pub use apply::{BatchOutcome, Behind};
 pub use breaker::{breaker, resume_breaker, BreakerState};
 pub use error::{StoreError, RETRY_REASONS};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
+pub use pooler::{DbPool, Pooler};
 pub use replay::{ParkedEntry, ReplayOutcome};
 pub use schema::{
     check_schema, compact, connect, load_window, maintain, migrate, register_codes, retention,
@@ -47,7 +51,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres};
+use sqlx::Postgres;
 use uuid::Uuid;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
@@ -67,7 +71,7 @@ const ROUND_TRIP_SAMPLES: usize = 5;
 /// by concurrent batches (of distinct partitions): each takes its own
 /// connection from the pool.
 pub struct Inbox {
-    pool: PgPool,
+    pool: DbPool,
     /// The ledger's `consumer`: stable across pods and restarts, so a replay
     /// under a new group id is still recognised.
     consumer: String,
@@ -100,7 +104,7 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    pub fn new(pool: PgPool, consumer: String) -> Self {
+    pub fn new(pool: DbPool, consumer: String) -> Self {
         Inbox {
             pool,
             consumer,
@@ -147,7 +151,7 @@ impl Inbox {
         }
     }
 
-    pub fn pool(&self) -> &PgPool {
+    pub fn pool(&self) -> &DbPool {
         &self.pool
     }
 
@@ -233,13 +237,18 @@ impl Inbox {
     }
 
     /// Times a statement that costs the database nothing (on a connection
-    /// where it is prepared already): its time is the round trip.
+    /// where it is prepared already, or in the simple protocol through a
+    /// transaction pooler): its time is the round trip.
     async fn time_round_trip(&self) -> Result<(), StoreError> {
         let mut connection = self.pool.acquire().await?;
         let mut took = Duration::MAX;
         for _ in 0..2 {
             let asked = Instant::now();
-            sqlx::query("SELECT 1").execute(&mut *connection).await?;
+            if self.pool.prepares() {
+                sqlx::query("SELECT 1").execute(&mut *connection).await?;
+            } else {
+                sqlx::Executor::execute(&mut *connection, "SELECT 1").await?;
+            }
             took = asked.elapsed();
         }
         tracing::debug!(round_trip_ms = took.as_secs_f64() * 1e3, "round trip timed");

@@ -27,6 +27,7 @@ impl Inbox {
         let Some(row) = sqlx::query(LOCK_PARKED)
             .bind(id)
             .bind(&self.consumer)
+            .persistent(self.pool.prepares())
             .fetch_optional(&mut *tx)
             .await?
         else {
@@ -72,6 +73,7 @@ impl Inbox {
             .bind(id)
             .bind(outcome.to_string())
             .bind(outcome.reached_ledger())
+            .persistent(self.pool.prepares())
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

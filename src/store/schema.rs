@@ -1,17 +1,18 @@
 //! Connections, the schema and maintenance: the pool every session comes
 //! from (its timeouts and plan mode set at start-up, no round trip of
-//! their own), the embedded migrations and the check that the database holds
+//! their own, or as a pooler allows: `pooler`), the embedded migrations and the check that the database holds
 //! the schema this binary was built for, and the ledger partitions of the
 //! dedup window (docs/design.md#the-dedup-window).
 
 use std::time::Duration;
 
 use chrono::NaiveDate;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection as _, PgConnection, PgPool, Row};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection as _, Row};
 
 use crate::window::DedupWindow;
 
+use super::pooler::{DbPool, Limits, Pooler};
 use super::StoreError;
 
 const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
@@ -34,7 +35,8 @@ const PRUNE_STEPS_PER_RUN: usize = 100;
 /// Days of ledger partitions made ahead of today (docs/design.md#the-dedup-window).
 pub const PREMAKE_DAYS: i32 = 2;
 
-/// Where the database is, and the limits of every session.
+/// Where the database is, what stands between (a pooler), and the limits
+/// of every session.
 #[derive(Debug, Clone, Copy)]
 pub struct Connection<'a> {
     pub url: &'a str,
@@ -42,35 +44,32 @@ pub struct Connection<'a> {
     pub statement_timeout: Duration,
     /// `lock_timeout`; zero: none.
     pub lock_timeout: Duration,
+    /// `INBOX_DB_POOLER`.
+    pub pooler: Pooler,
 }
 
 /// A pool of connections to the inventory database: one for each of `lanes`
 /// concurrent batches (each keeps its own, see [`super::Inbox`]) and one more for
 /// everything else (the window, maintenance).
-pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<PgPool, StoreError> {
+pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<DbPool, StoreError> {
     let options: PgConnectOptions = connection.url.parse().map_err(|_| StoreError::Rejected {
         sqlstate: String::new(),
         message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
     })?;
-    // Generic plans: every statement is set-based over arrays, so a plan
-    // does not depend on the values, while a custom plan would re-plan the
-    // partitioned ledger (every partition) on each execution.
-    // The timeouts go in the start-up packet: no round trip of their own.
-    let statement_timeout = connection.statement_timeout.as_millis().to_string();
-    let lock_timeout = connection.lock_timeout.as_millis().to_string();
-    let options = options.application_name("inventory-inbox").options([
-        ("plan_cache_mode", "force_generic_plan"),
-        ("statement_timeout", statement_timeout.as_str()),
-        ("lock_timeout", lock_timeout.as_str()),
-    ]);
-    Ok(PgPoolOptions::new()
-        .max_connections(lanes + 1)
-        .min_connections(0)
-        .acquire_timeout(Duration::from_secs(2))
-        // No ping before each use: it would cost a round trip per batch. A
-        // dead connection fails the batch, which is retried on a new one.
-        .test_before_acquire(false)
-        .connect_lazy_with(options))
+    let limits = Limits {
+        statement_timeout: connection.statement_timeout,
+        lock_timeout: connection.lock_timeout,
+    };
+    let options = options.application_name("inventory-inbox");
+    let options = match connection.pooler {
+        // The limits go in the start-up packet: no round trip of their own.
+        Pooler::None => options.options(limits.options()),
+        // A pooler refuses start-up parameters it does not know, PgBouncer
+        // `extra_float_digits` too unless told to ignore it (no statement
+        // of the service reads a float as text).
+        Pooler::Session | Pooler::Transaction => options.extra_float_digits(None),
+    };
+    Ok(DbPool::new(options, connection.pooler, limits, lanes + 1))
 }
 
 /// What maintenance keeps (docs/design.md#the-dedup-window): the database's
@@ -92,8 +91,14 @@ pub struct Retention {
 /// Applies the embedded migrations, writes the retention into the database
 /// (the owner's to set; it applies to every consumer of the database), then
 /// creates the partitions of the window.
-pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainReport, StoreError> {
-    MIGRATOR.run(pool).await?;
+pub async fn migrate(pool: &DbPool, retention: Retention) -> Result<MaintainReport, StoreError> {
+    if pool.pooler() == Pooler::Transaction {
+        // The migrator holds a session's advisory lock across transactions.
+        return Err(StoreError::Schema(
+            "`migrate` cannot run through a transaction pooler (INBOX_DB_POOLER=transaction): run it against PostgreSQL directly, or through a session pool".into(),
+        ));
+    }
+    MIGRATOR.run(pool.pg()).await?;
     let before = sqlx::query(SET_RETENTION)
         .bind(retention.ledger_days)
         .bind(PREMAKE_DAYS)
@@ -115,7 +120,7 @@ pub async fn migrate(pool: &PgPool, retention: Retention) -> Result<MaintainRepo
 }
 
 /// The retention the database holds (`inbox_settings`).
-pub async fn retention(pool: &PgPool) -> Result<Retention, StoreError> {
+pub async fn retention(pool: &DbPool) -> Result<Retention, StoreError> {
     let row = sqlx::query(RETENTION).fetch_one(pool).await?;
     retention_of(&row)
 }
@@ -135,7 +140,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Checks that the database holds the inbox schema this binary was built
 /// for: applied by `inventory-inbox migrate`, neither older nor newer.
-pub async fn check_schema(pool: &PgPool) -> Result<(), StoreError> {
+pub async fn check_schema(pool: &DbPool) -> Result<(), StoreError> {
     let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
     let found: Option<i64> =
         match sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
@@ -183,7 +188,7 @@ pub struct MaintainReport {
 /// step its own transaction, so that one that fails takes nothing of the
 /// others back (docs/design.md#the-dedup-window); all as the database's
 /// settings say.
-pub async fn maintain(pool: &PgPool) -> Result<MaintainReport, StoreError> {
+pub async fn maintain(pool: &DbPool) -> Result<MaintainReport, StoreError> {
     let created = sqlx::query(MAINTAIN).fetch_one(pool).await?;
     // The days over by the clock, closed for their filters: a statement of
     // its own (docs/design.md#the-filter-of-closed-days).
@@ -240,7 +245,7 @@ pub struct CompactReport {
 /// order and close about half empty. Only the tables' owner may: as another
 /// role it does nothing. Each rebuild runs without the statement timeout
 /// (it may take minutes), on one connection.
-pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
+pub async fn compact(pool: &DbPool) -> Result<CompactReport, StoreError> {
     let candidates = sqlx::query(COMPACT_CANDIDATES).fetch_all(pool).await?;
     let mut report = CompactReport {
         owner: true,
@@ -254,14 +259,16 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
     }
     // A connection of its own, without sqlx's slow-statement warning: a
     // rebuild takes seconds to minutes by design (the statement timeout is
-    // lifted for it alike).
-    let options = (*pool.connect_options())
-        .clone()
-        .log_slow_statements(log::LevelFilter::Off, Duration::ZERO);
-    let mut connection = PgConnection::connect_with(&options).await?;
-    sqlx::raw_sql("SET statement_timeout = 0")
-        .execute(&mut connection)
-        .await?;
+    // lifted for it alike). REINDEX CONCURRENTLY cannot run in a
+    // transaction, so the lift is the session's: not through a transaction
+    // pooler, where it would outlive the session on a server connection
+    // others get, and a rebuild runs under the server's own default there.
+    let mut connection = pool.connect_own().await?;
+    if pool.pooler() != Pooler::Transaction {
+        sqlx::raw_sql("SET statement_timeout = 0")
+            .execute(&mut connection)
+            .await?;
+    }
     for row in candidates {
         let index: String = row.try_get("index_name")?;
         let before: i64 = row.try_get("bytes")?;
@@ -283,7 +290,7 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
         let after: i64 = sqlx::query_scalar(COMPACTED)
             .bind(&index)
             .bind(before)
-            .fetch_one(&mut connection)
+            .fetch_one(pool)
             .await?;
         report.rebuilt += 1;
         report.bytes_before += before;
@@ -299,7 +306,7 @@ pub async fn compact(pool: &PgPool) -> Result<CompactReport, StoreError> {
 /// while it waits for its SKUs' locks, and every other lane's batch would
 /// wait on it, to fail in turn when the wait times out.
 pub async fn register_codes(
-    pool: &PgPool,
+    pool: &DbPool,
     consumer: &str,
     topics: &[String],
 ) -> Result<(), StoreError> {
@@ -320,7 +327,7 @@ pub async fn register_codes(
 }
 
 /// Reads the dedup window: the days that have a ledger partition.
-pub async fn load_window(pool: &PgPool) -> Result<DedupWindow, StoreError> {
+pub async fn load_window(pool: &DbPool) -> Result<DedupWindow, StoreError> {
     let days: Vec<NaiveDate> = sqlx::query_scalar(WINDOW_DAYS).fetch_all(pool).await?;
     Ok(DedupWindow::new(days))
 }

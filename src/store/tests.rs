@@ -20,7 +20,9 @@ const RETENTION: Retention = Retention {
 };
 
 async fn inbox(pool: PgPool, stock: &[(&str, i64)]) -> Inbox {
-    migrate(&pool, RETENTION).await.expect("migrate");
+    migrate(&pool.clone().into(), RETENTION)
+        .await
+        .expect("migrate");
     for (sku, on_hand) in stock {
         sqlx::query("INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ($1, $2, 0)")
             .bind(sku)
@@ -29,7 +31,7 @@ async fn inbox(pool: PgPool, stock: &[(&str, i64)]) -> Inbox {
             .await
             .expect("seed stock");
     }
-    Inbox::new(pool, "store-tests".into())
+    Inbox::new(pool.into(), "store-tests".into())
 }
 
 fn order(order_id: &str, sku: &str, quantity: i32) -> OrderPlaced {
@@ -268,7 +270,7 @@ async fn an_id_reused_with_another_days_event_time_is_a_conflict(pool: PgPool) {
         .expect("applied");
     assert_eq!(parked_of(&later), [(ParkReason::EventIdConflict, 1)]);
     // The same two records in one batch, on a fresh consumer: the same.
-    let other = Inbox::new(pool.clone(), "store-tests-2".into());
+    let other = Inbox::new(pool.clone().into(), "store-tests-2".into());
     let together = other
         .apply(&records_at(3, 0, &[original, reused]), None)
         .await
@@ -405,7 +407,7 @@ async fn concurrent_lanes_never_count_a_business_duplicate_against_free_stock(po
 #[sqlx::test(migrations = false)]
 async fn a_second_consumer_name_records_the_event_but_never_reserves_it_again(pool: PgPool) {
     let first = inbox(pool.clone(), &[("SKU-S", 10)]).await;
-    let second = Inbox::new(pool.clone(), "another-consumer".into());
+    let second = Inbox::new(pool.clone().into(), "another-consumer".into());
     let event = order("O-1", "SKU-S", 3);
     let (one, two) = concurrently(
         &pool,
@@ -839,7 +841,10 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
 /// Builds every filter maintenance would build now.
 async fn build_filters(pool: &PgPool) -> Vec<FilterBuilt> {
     let mut built = Vec::new();
-    while let Some(day) = build_next_filter(pool).await.expect("build a filter") {
+    while let Some(day) = build_next_filter(&pool.clone().into())
+        .await
+        .expect("build a filter")
+    {
         built.push(day);
     }
     built
@@ -983,7 +988,12 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         .await
         .expect("applied");
     build_filter_of(&pool, day).await;
-    assert_eq!(super::unfiltered_days(&pool).await.expect("count"), 0);
+    assert_eq!(
+        super::unfiltered_days(&pool.clone().into())
+            .await
+            .expect("count"),
+        0
+    );
     // A late event of that day, after its filter was built.
     let late = order_at("L-1", "SKU-L", 1, at);
     inbox
@@ -992,7 +1002,9 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         .expect("applied");
     assert!(!filter_is_clean(&pool, day).await, "the late write counts");
     assert_eq!(
-        super::unfiltered_days(&pool).await.expect("count"),
+        super::unfiltered_days(&pool.clone().into())
+            .await
+            .expect("count"),
         1,
         "the gauge's count"
     );
@@ -1050,7 +1062,10 @@ async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool)
     let build = async {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
-            match build_next_filter(&pool).await.expect("built") {
+            match build_next_filter(&pool.clone().into())
+                .await
+                .expect("built")
+            {
                 Some(built) if built.day == day => return built,
                 Some(_) => {}
                 // Waiting on transactions of tests beside this one.
@@ -1143,7 +1158,12 @@ async fn yesterdays_filter_is_built_and_used(pool: PgPool) {
         .expect("applied");
     build_filter_of(&pool, day).await;
     assert_eq!(filter_ids(&pool, day).await, Some(20), "yesterday's filter");
-    assert_eq!(super::unfiltered_days(&pool).await.expect("count"), 0);
+    assert_eq!(
+        super::unfiltered_days(&pool.clone().into())
+            .await
+            .expect("count"),
+        0
+    );
     let again = inbox
         .apply(&records_at(0, 0, &events), None)
         .await
@@ -1270,7 +1290,7 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
         .connect_with(options)
         .await
         .expect("pool");
-    let inbox = Inbox::new(generic, "store-tests".into());
+    let inbox = Inbox::new(generic.into(), "store-tests".into());
     let mut other_lane = pool.begin().await.expect("begin");
     sqlx::query("SELECT inbox_consumer_code('store-tests')")
         .execute(&mut *other_lane)

@@ -18,6 +18,7 @@ mod kafka;
 pub mod private_kafka;
 pub mod private_otelcol;
 pub mod private_pg;
+pub mod private_pgbouncer;
 pub mod proxy;
 mod traffic;
 

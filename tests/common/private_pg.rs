@@ -24,7 +24,7 @@ const ROLE: &str = "inventory";
 const PASSWORD: &str = "inventory";
 const DATABASE: &str = "inventory";
 /// The unprivileged user the server runs as when the tests run as root.
-const SERVER_USER: &str = "postgres";
+pub(super) const SERVER_USER: &str = "postgres";
 
 /// A running (or deliberately stopped) private PostgreSQL server.
 pub struct PrivatePostgres {
@@ -365,13 +365,13 @@ impl Drop for PrivatePostgres {
     }
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
 /// `program args`, run through `runuser` as the server user when root.
-fn as_server_user(program: &Path, args: &[&str]) -> Command {
+pub(super) fn as_server_user(program: &Path, args: &[&str]) -> Command {
     let mut command = if is_root() {
         let mut command = Command::new("runuser");
         command.args(["-u", SERVER_USER, "--"]).arg(program);
@@ -385,7 +385,7 @@ fn as_server_user(program: &Path, args: &[&str]) -> Command {
 
 /// A fresh directory the server user owns and can reach: under cargo's
 /// target tmp dir, or under /tmp when a parent of that is closed to it.
-fn server_dir() -> PathBuf {
+pub(super) fn server_dir() -> PathBuf {
     let name = format!("inbox-pg-{}", Uuid::new_v4().simple());
     let candidates = [
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&name),

@@ -57,7 +57,7 @@ impl Server {
             reservation_days: 30,
             detach_reservations: false,
         };
-        migrate(&pool, retention)
+        migrate(&pool.clone().into(), retention)
             .await
             .expect("migrate the template");
         execute(

@@ -155,6 +155,7 @@ async fn measure(
         url: database_url,
         statement_timeout: std::time::Duration::from_secs(30),
         lock_timeout: std::time::Duration::from_secs(5),
+        pooler: store::Pooler::None,
     };
     let pool = store::connect(connection, 1)
         .await

@@ -82,6 +82,7 @@ pub async fn profile(args: ProfileArgs) -> Result<bool> {
         url: &args.database_url,
         statement_timeout: std::time::Duration::from_secs(30),
         lock_timeout: std::time::Duration::from_secs(5),
+        pooler: store::Pooler::None,
     };
     let pool = store::connect(connection, 1)
         .await
