@@ -5,13 +5,15 @@
 # the de_DE.UTF-8 locale, in which tests/dedup_window.rs runs a PostgreSQL
 # whose messages are German; and Debian's `python3-venv` where python3 has
 # no venv module, for the venv scripts/cloudevents-sdk.sh makes of the
-# CloudEvents SDK (tests/cloudevents.rs). Idempotent: does nothing when all
-# are there.
+# CloudEvents SDK (tests/cloudevents.rs); and Debian's `pgbouncer`, which
+# tests/pgbouncer.rs runs on a free port of its own. Idempotent: does
+# nothing when all are there.
 #
-# The tests start their own Prometheus on a free loopback port with a
-# temporary config and data directory; the Debian service is not used. Its
-# start at install time is suppressed (policy-rc.d) so no stray Prometheus
-# listens on :9090; one that is running anyway does no harm.
+# The tests start their own Prometheus and PgBouncer on free loopback ports
+# with temporary configs; the Debian services are not used. Their start at
+# install time is suppressed (policy-rc.d) so no stray Prometheus listens on
+# :9090 nor PgBouncer on :6432, and PgBouncer's is disabled for later boots;
+# one that is running anyway does no harm.
 set -euo pipefail
 
 sudo_cmd=()
@@ -35,7 +37,7 @@ if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   python3 -c 'import ensurepip, venv' || { echo "test-deps: python3 has no venv module after installing python3-venv" >&2; exit 1; }
 fi
 
-if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool ]]; then
+if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool && -x /usr/sbin/pgbouncer ]]; then
   exit 0
 fi
 
@@ -46,6 +48,21 @@ if [[ ! -e $policy ]]; then
   printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null
   "${sudo_cmd[@]}" chmod 755 "$policy"
   trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+fi
+
+if [[ ! -x /usr/sbin/pgbouncer ]]; then
+  echo "test-deps: installing pgbouncer"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+  [[ -x /usr/sbin/pgbouncer ]] || { echo "test-deps: /usr/sbin/pgbouncer missing after installing pgbouncer" >&2; exit 1; }
+  # Not started now (policy-rc.d), and not at the next boot either.
+  if command -v systemctl >/dev/null; then
+    "${sudo_cmd[@]}" systemctl disable pgbouncer >/dev/null 2>&1 || true
+  fi
+fi
+
+if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool ]]; then
+  exit 0
 fi
 
 echo "test-deps: installing prometheus"

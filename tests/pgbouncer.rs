@@ -5,13 +5,15 @@
 //! start-up options and never reach other clients of the same server
 //! connections; a permanent refusal by the pooler (a refused parameter, an
 //! unknown database, a wrong password) stops the start with one line naming
-//! it.
+//! it. What a batch costs in round trips through each (the direct path's,
+//! tests/db_round_trips.rs) is measured here too.
 
 mod common;
 
 use std::time::Duration;
 
 use common::private_pgbouncer::PrivatePgBouncer;
+use common::proxy::CountingProxy;
 use common::*;
 use sqlx::postgres::PgPoolOptions;
 
@@ -154,4 +156,77 @@ async fn a_poolers_permanent_refusal_stops_the_start_with_one_line() {
         &format!("{APP_ROLE}:wrong-secret@"),
     );
     start_is_refused(&wrong, "transaction", "SASL authentication failed").await;
+}
+
+/// Round trips per steady-state batch through PgBouncer in `pool_mode`, as
+/// tests/db_round_trips.rs counts them directly: a proxy between the
+/// consumer and the pooler counts the exchanges.
+async fn round_trips_per_batch_behind(pool_mode: &str) -> f64 {
+    const PARTITIONS: i32 = 4;
+    const WARM_UP: usize = 100;
+    const STEADY: usize = 500;
+    const SKUS: [&str; 3] = ["SKU-1", "SKU-2", "SKU-3"];
+    let topic = fresh_topic(PARTITIONS).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&SKUS.map(|sku| (sku, 1_000_000_000))).await;
+    let bouncer = PrivatePgBouncer::start(pool_mode, &db);
+    let proxy = CountingProxy::start(
+        format!("127.0.0.1:{}", bouncer.port())
+            .parse()
+            .expect("address"),
+    )
+    .await;
+    let through_proxy = db
+        .app_url
+        .replace("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port));
+    let spec = ConsumerSpec::at(&through_proxy, &topic).env("INBOX_DB_POOLER", pool_mode);
+    let consumer = spec.start();
+    let traffic = Traffic::orders("RT", &SKUS, WARM_UP + STEADY, 1_000_000, 0);
+    let (warm_up, steady) = traffic.records.split_at(WARM_UP);
+    produce(&producer(), &topic, warm_up).await;
+    let all = |n: usize| {
+        wait_all_committed(
+            &spec.group,
+            &topic,
+            PARTITIONS,
+            n as i64,
+            Duration::from_secs(60),
+        )
+    };
+    all(WARM_UP).await;
+    let batches = || async { consumer.metric("inbox_batch_size_count").await };
+    let (trips_before, batches_before) = (proxy.round_trips(), batches().await);
+    let producer = producer();
+    for chunk in steady.chunks(10) {
+        produce(&producer, &topic, chunk).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    all(WARM_UP + STEADY).await;
+    let trips = proxy.round_trips() - trips_before;
+    let committed = batches().await - batches_before;
+    assert!(committed >= 20.0, "enough batches to measure: {committed}");
+    traffic.assert_applied_once(&db).await;
+    consumer.stop().await;
+    let per_batch = trips as f64 / committed;
+    eprintln!("{pool_mode} pooling: {trips} round trips for {committed} batches: {per_batch:.2} per batch");
+    per_batch
+}
+
+/// In session pooling a batch costs what it costs directly (at most two
+/// round trips with the offset commit's position reads, as in
+/// tests/db_round_trips.rs): its statement is prepared, its limits are the
+/// session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_session_pooler_a_batch_costs_what_it_costs_directly() {
+    let per_batch = round_trips_per_batch_behind("session").await;
+    assert!(per_batch <= 2.0, "{per_batch:.2} per batch");
+}
+
+/// In transaction pooling a batch is BEGIN with its limits, the unnamed
+/// statement's Parse/Describe and Bind/Execute, and COMMIT: four round trips
+/// where directly it is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_transaction_pooler_a_batch_costs_four_round_trips() {
+    let per_batch = round_trips_per_batch_behind("transaction").await;
+    assert!(per_batch <= 4.5, "{per_batch:.2} per batch");
 }

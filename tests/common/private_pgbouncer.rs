@@ -110,6 +110,10 @@ impl PrivatePgBouncer {
         }
     }
 
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `url` (of the shared PostgreSQL) through this PgBouncer.
     pub fn url(&self, url: &str) -> String {
         url.replace("127.0.0.1:5432", &format!("127.0.0.1:{}", self.port))
