@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | compat | verify | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | defects | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -58,6 +58,12 @@ compat: deps
 MODEL_CASES ?= 2000
 verify: deps services-up
 	MODEL_CASES=$(MODEL_CASES) $(CARGO) test $(FEATURES) --test model_store -- --nocapture
+
+# Proof that the model check finds things: each patch in tests/defects/
+# puts a defect found before back into a copy of this commit, and the model
+# check must fail on it (scripts/reintroduced-defects.sh; DEFECT_CASES).
+defects: deps services-up
+	scripts/reintroduced-defects.sh
 
 # One generator scenario with a lag spike, against a consumer started and
 # stopped here, on a fresh database and topic.

@@ -26,8 +26,8 @@ pub struct Message {
     /// Days from the database's today.
     pub day: i8,
     pub form: Form,
-    /// Headers no event needs: a NUL and bytes that are no UTF-8 in a
-    /// value, a header without a value.
+    /// Headers no event needs: bytes that are no UTF-8, and UTF-8 holding
+    /// a NUL, in a value; a NUL in a key; a header without a value.
     pub odd_headers: bool,
 }
 
@@ -293,9 +293,19 @@ pub fn written(message: &Message, today: NaiveDate) -> (Option<Vec<u8>>, Vec<Hea
     let time = value["occurred_at"].clone();
     let mut headers = Vec::new();
     if message.odd_headers {
+        // Bytes that are no UTF-8; UTF-8 holding NUL (which no text column
+        // takes), in a value and in a key.
         headers.push(Header {
             key: "x-odd".into(),
             value: Some(b"a\0b\xff".to_vec()),
+        });
+        headers.push(Header {
+            key: "x-nul".into(),
+            value: Some(b"a\0b".to_vec()),
+        });
+        headers.push(Header {
+            key: "x-\0key".into(),
+            value: Some(b"v".to_vec()),
         });
         headers.push(Header {
             key: "x-none".into(),
