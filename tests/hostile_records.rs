@@ -82,7 +82,7 @@ async fn records_with_any_bytes_are_parked_and_never_stop_the_partition() {
             Raw {
                 key: "KEY-2",
                 payload: Some(nul_in_json.into_bytes()),
-                headers: vec![("ce_type", b"\0\0".to_vec())],
+                headers: vec![("ce_subject", b"\0\0".to_vec())],
             },
             Raw {
                 key: "KEY-3",
