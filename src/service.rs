@@ -140,17 +140,7 @@ async fn consume_until_shutdown(
     let inbox = Arc::new(inbox);
     let mut fences: std::collections::VecDeque<std::time::Instant> = Default::default();
     loop {
-        let replaces_fenced = !fences.is_empty();
-        let result = consume(
-            args,
-            kafka,
-            &inbox,
-            metrics,
-            telemetry,
-            shutdown.clone(),
-            replaces_fenced,
-        )
-        .await;
+        let result = consume(args, kafka, &inbox, metrics, telemetry, shutdown.clone()).await;
         match result {
             Err(crate::pipeline::PipelineError::Kafka(error)) if is_fenced(&error) => {
                 // A static member fenced by its own instance id: the group
@@ -200,7 +190,6 @@ async fn consume(
     metrics: &Metrics,
     telemetry: &Telemetry,
     shutdown: watch::Receiver<bool>,
-    replaces_fenced: bool,
 ) -> Result<(), crate::pipeline::PipelineError> {
     let offsets = Arc::new(CommittedOffsets::default());
     let context = InboxContext {
@@ -246,7 +235,6 @@ async fn consume(
             linger: args.linger(),
             lanes: args.lanes(),
             lanes_from_round_trip: args.lanes_from_round_trip(),
-            replaces_fenced,
             poison_breaker: args.poison_breaker(),
         },
         telemetry: telemetry.clone(),

@@ -83,8 +83,6 @@ pub struct BatchSettings {
     /// The round trip to the database from which those lanes are used (see
     /// [`Pipeline::lanes`]).
     pub lanes_from_round_trip: Duration,
-    /// This consumer replaces one that was fenced (see `service::run`).
-    pub replaces_fenced: bool,
     /// When parked records hold consumption (`breaker`).
     pub poison_breaker: BreakerSettings,
 }
@@ -337,24 +335,26 @@ impl Pipeline {
         }
         self.consumer.unsubscribe();
         tracing::info!("consumer closed");
-        // Destroying a client that failed fatally can wait many seconds on
-        // its broker connections (seen: 10 s after a coordinator moved): its
-        // replacement does not wait for that. The replacement's own destroy
-        // at shutdown was once seen never to end: it gets a bounded wait.
-        // Otherwise the client is destroyed here (a dynamic member leaves
-        // the group then, so its partitions move at once).
-        if fatal || self.settings.replaces_fenced {
-            let Pipeline { consumer, dlq, .. } = self;
-            let (destroyed, done) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                drop((consumer, dlq));
-                let _ = destroyed.send(());
-            });
-            if !fatal && done.recv_timeout(DESTROY_WAIT).is_err() {
-                tracing::warn!(
-                    "the Kafka client did not close within {DESTROY_WAIT:?}; exiting without it"
-                );
-            }
+        // Destroying the client closes it: a dynamic member leaves the group
+        // then, so its partitions move at once. That close was seen never
+        // to end (librdkafka's last revoke of a closing client waiting on a
+        // group handler that had already terminated, under a rebalance
+        // storm, on Kafka 4.1.2 and 4.4.0), and a client that failed fatally
+        // can wait many seconds on its broker connections (seen: 10 s after
+        // a coordinator moved). Everything applied is committed in the
+        // database and its offsets sent above, so a shutdown waits for the
+        // close at most DESTROY_WAIT, and a fatal one not at all; the group
+        // then lets the member's session expire.
+        let Pipeline { consumer, dlq, .. } = self;
+        let (destroyed, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop((consumer, dlq));
+            let _ = destroyed.send(());
+        });
+        if !fatal && done.recv_timeout(DESTROY_WAIT).is_err() {
+            tracing::warn!(
+                "the Kafka client did not close within {DESTROY_WAIT:?}; exiting without it"
+            );
         }
     }
 

@@ -101,7 +101,6 @@ async fn start(inbox: Arc<Inbox>, linger: Duration) -> Running {
             linger,
             lanes: 1,
             lanes_from_round_trip: Duration::ZERO,
-            replaces_fenced: false,
             poison_breaker: crate::breaker::BreakerSettings::off(),
         },
         telemetry: Telemetry::off(),
