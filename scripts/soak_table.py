@@ -11,8 +11,10 @@ from collections import defaultdict
 from pathlib import Path
 
 out, days, day_seconds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-TABLES = ("processed_inbox", "order_reservation", "inbox_parked", "inventory_stock", "inbox_position")
-GROWING = ("processed_inbox", "order_reservation", "inbox_parked")
+TABLES = ("processed_inbox", "order_reservation", "inbox_parked", "inventory_stock", "inbox_position",
+          "inbox_ledger_filter_chunk", "inbox_ledger_filter_slot")
+GROWING = ("processed_inbox", "order_reservation", "inbox_parked", "inbox_ledger_filter_chunk",
+           "inbox_ledger_filter_slot")
 
 sizes = defaultdict(dict)  # minute -> table -> (bytes, rows)
 wal = {}

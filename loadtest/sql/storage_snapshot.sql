@@ -5,7 +5,8 @@
 WITH parts AS (
     SELECT t.name, c.oid
     FROM (VALUES ('processed_inbox'), ('order_reservation'), ('inbox_parked'),
-                 ('inventory_stock'), ('inbox_position')) AS t(name)
+                 ('inventory_stock'), ('inbox_position'), ('inbox_ledger_filter_chunk'),
+                 ('inbox_ledger_filter_slot')) AS t(name)
     JOIN pg_class p ON p.relname = t.name
     JOIN pg_class c ON c.oid = p.oid
                     OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = p.oid)
