@@ -45,7 +45,7 @@ test: deps test-deps services-up
 # protocols where the broker has them) against each pinned Kafka version
 # (3.9.2, 4.1.2, 4.4.0; COMPAT_VERSIONS="V ..." for some), each on a fresh
 # broker of its own on 127.0.0.1:19092 beside the local one, which it leaves
-# alone; the table goes to README.md#kafka-versions. Starts the local
+# alone; the table goes to docs/deploy.md#kafka-versions. Starts the local
 # services only when nothing answers on PostgreSQL's port.
 compat: deps
 	CARGO="$(CARGO)" scripts/compat.sh $(COMPAT_VERSIONS)

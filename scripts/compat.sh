@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make compat: the core acceptance against each pinned Kafka version
 # (services/kafka.sh KAFKA_VERSIONS), one version after the other, and the
-# table of README.md#kafka-versions.
+# table of docs/deploy.md#kafka-versions.
 #
 # Each version gets a fresh single-node KRaft broker of its own in
 # .local/compat/kafka-VERSION (its data formatted anew on every run, so no
@@ -24,7 +24,7 @@
 # 3.x, it does not pass unseen.
 #
 # Usage: scripts/compat.sh [VERSION...]   (default: every pinned version)
-# Writes .local/compat/table.md, and the table in README.md after a run of
+# Writes .local/compat/table.md, and the table in docs/deploy.md after a run of
 # every version; logs in
 # .local/compat/kafka-VERSION/ (tests.log, server.log). Exit 1 if a version
 # failed a test. Run as root (it may install Java, Maven and PostgreSQL).
@@ -36,7 +36,7 @@ source "$HERE/services/common.sh"
 CARGO=${CARGO:-cargo}
 COMPAT_DIR="$LOCAL/compat"
 COMPAT_KAFKA_PORT=${COMPAT_KAFKA_PORT:-19092}
-README="$REPO/README.md"
+DOC="$REPO/docs/deploy.md"
 TABLE="$COMPAT_DIR/table.md"
 CORE_TESTS=(duplicates crash_recovery rebalance group_protocol)
 # The tests that need the consumer group protocol (test name filters).
@@ -152,16 +152,16 @@ write_table() {
         echo "<!-- compat:end -->"
     } >"$TABLE"
     if ((!ALL_VERSIONS)); then
-        log "some versions only: table in $TABLE, README.md left as it is"
-    elif grep -q '^<!-- compat:begin' "$README" && grep -q '^<!-- compat:end' "$README"; then
+        log "some versions only: table in $TABLE, docs/deploy.md left as it is"
+    elif grep -q '^<!-- compat:begin' "$DOC" && grep -q '^<!-- compat:end' "$DOC"; then
         awk -v table="$TABLE" '
             /^<!-- compat:begin/ { while ((getline line < table) > 0) print line; skip = 1; next }
             /^<!-- compat:end/ { skip = 0; next }
-            !skip' "$README" >"$README.tmp"
-        mv "$README.tmp" "$README"
-        log "table written to README.md#kafka-versions and $TABLE"
+            !skip' "$DOC" >"$DOC.tmp"
+        mv "$DOC.tmp" "$DOC"
+        log "table written to docs/deploy.md#kafka-versions and $TABLE"
     else
-        log "README.md has no compat markers; table in $TABLE"
+        log "docs/deploy.md has no compat markers; table in $TABLE"
     fi
     cat "$TABLE"
 }
@@ -169,7 +169,7 @@ write_table() {
 main() {
     ((EUID == 0)) || { log "run as root (it may install Java, Maven and PostgreSQL)"; exit 1; }
     local versions=("$@")
-    # Only a run of every version rewrites the table of README.md.
+    # Only a run of every version rewrites the table of docs/deploy.md.
     ALL_VERSIONS=0
     if ((${#versions[@]} == 0)); then
         ALL_VERSIONS=1

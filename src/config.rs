@@ -280,7 +280,7 @@ pub struct DatabaseArgs {
 
     /// What stands between the service and PostgreSQL: `none`, or a
     /// connection pooler such as PgBouncer in `session` or `transaction`
-    /// pooling (README "Behind a connection pooler"). The pool mode cannot
+    /// pooling (docs/deploy.md "Behind a connection pooler"). The pool mode cannot
     /// be seen from here; a wrong `session` breaks on a transaction pooler.
     #[arg(long, env = "INBOX_DB_POOLER", value_enum, default_value = "none")]
     pub inbox_db_pooler: crate::store::Pooler,
@@ -444,7 +444,7 @@ pub struct RunArgs {
     /// database connection each (plus one for maintenance). A round uses
     /// more than one only when it holds more than one full batch (a
     /// backlog). 4 measured best at round trips of 0, 2 and 10 ms on 2 cores
-    /// (README, "At a distance from the database").
+    /// (docs/benchmarks.md, "At a distance from the database").
     #[arg(long, env = "DB_POOL_SIZE", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..=128))]
     pub db_pool_size: u32,

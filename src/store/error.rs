@@ -205,7 +205,7 @@ impl From<sqlx::Error> for StoreError {
                 let message = db.message().to_owned();
                 if is_pooler_refusal(&sqlstate, &message) {
                     let hint = if message.starts_with("unsupported startup parameter") {
-                        " (a connection pooler: set INBOX_DB_POOLER to its pool mode, see README \"Behind a connection pooler\")"
+                        " (a connection pooler: set INBOX_DB_POOLER to its pool mode, see docs/deploy.md \"Behind a connection pooler\")"
                     } else {
                         ""
                     };

@@ -1,5 +1,5 @@
 //! How statements reach PostgreSQL: directly, or through a connection
-//! pooler such as PgBouncer (`INBOX_DB_POOLER`; README "Behind a connection
+//! pooler such as PgBouncer (`INBOX_DB_POOLER`; docs/deploy.md "Behind a connection
 //! pooler"). Every statement of the service goes through a [`DbPool`], which
 //! sends it as the way to the server requires:
 //!
