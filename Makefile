@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify defects fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects explore fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | compat | verify | defects | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | defects | explore | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -36,10 +36,15 @@ services-down:
 build: deps
 	$(CARGO) build --release --workspace
 
-# Every test, against real Kafka and PostgreSQL started here.
+# Every test, against real Kafka and PostgreSQL started here; then a few
+# fixed seeds of `make explore` (TEST_SEEDS), short and slow, with the
+# debug binaries the tests built.
+TEST_SEEDS ?= 3 11
 test: deps test-deps services-up
 	scripts/services.sh prune
 	$(CARGO) test --workspace $(FEATURES)
+	$(CARGO) build --workspace $(FEATURES) --bins
+	INBOX_BIN_DIR=target/debug EXPLORE_SECONDS=30 EXPLORE_RATE=150 scripts/explore.sh $(TEST_SEEDS)
 
 # The core acceptance (duplicates, crash recovery, rebalance, both group
 # protocols where the broker has them) against each pinned Kafka version
@@ -64,6 +69,15 @@ verify: deps services-up
 # check must fail on it (scripts/reintroduced-defects.sh; DEFECT_CASES).
 defects: deps services-up
 	scripts/reintroduced-defects.sh
+
+# Seeded fault schedules against the real system under load, the database
+# checked against the reference model fed with what the topic holds
+# (scripts/explore.sh, docs/design.md#checked-against-a-model): SEEDS,
+# EXPLORE_SECONDS (60), EXPLORE_RATE (400), EXPLORE_BROKERS (1, or 3).
+# It kills the shared brokers: not beside make test.
+SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+explore: build services-up
+	EXPLORE_SEEDS="$(SEEDS)" scripts/explore.sh
 
 # One generator scenario with a lag spike, against a consumer started and
 # stopped here, on a fresh database and topic.

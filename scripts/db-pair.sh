@@ -14,6 +14,12 @@
 #   scripts/db-pair.sh failover    kill -9 of the primary, the standby resumed
 #                                  and promoted, the endpoint switched to it
 #                                  (its connections cut)
+#   scripts/db-pair.sh backup      a base backup of the endpoint's server
+#                                  (pg_basebackup), kept as the one to restore
+#   scripts/db-pair.sh restore     the endpoint's server stopped (-m immediate),
+#                                  its data replaced by the last backup, started:
+#                                  the database goes back to that moment (the
+#                                  standby no longer follows it)
 #   scripts/db-pair.sh down        stop both, remove them and the endpoint
 #
 # Everything lives under .local/pair. Needs scripts/services.sh up (PostgreSQL
@@ -103,6 +109,40 @@ failover() {
     log "standby promoted; endpoint $ENDPOINT -> 127.0.0.1:$STANDBY_PORT"
 }
 
+# The data directory behind the endpoint, and its port.
+serving() {
+    if [[ $(upstream) == *:$STANDBY_PORT ]]; then
+        echo "$DIR/standby $STANDBY_PORT"
+    else
+        echo "$DIR/primary $PRIMARY_PORT"
+    fi
+}
+
+backup() {
+    local data port
+    read -r data port < <(serving)
+    rm -rf "$DIR/backup.new"
+    as_postgres "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres \
+        -D "$DIR/backup.new" -X stream -c fast
+    rm -rf "$DIR/backup"
+    mv "$DIR/backup.new" "$DIR/backup"
+    log "backup of ${data##*/} taken"
+}
+
+restore() {
+    local data port
+    [[ -d $DIR/backup ]] || die "no backup to restore (scripts/db-pair.sh backup)"
+    read -r data port < <(serving)
+    as_postgres "$PG_BIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$data"
+    cp -a "$DIR/backup" "$data"
+    # The backup may come from the other server: this one keeps its port.
+    printf "port = %s\n" "$port" >>"$data/postgresql.conf"
+    rm -f "$data/standby.signal"
+    pg_ctl "$data" start || die "the restored server did not start; see $data.log"
+    log "${data##*/} restored from the backup"
+}
+
 down() {
     for data in "$DIR/primary" "$DIR/standby"; do
         if [[ -f $data/postmaster.pid ]]; then
@@ -119,6 +159,6 @@ down() {
 }
 
 case "${1:-}" in
-    up | restart | cut | failover | down) "$1" ;;
-    *) echo "usage: $0 up | restart | cut | failover | down" >&2; exit 2 ;;
+    up | restart | cut | failover | backup | restore | down) "$1" ;;
+    *) echo "usage: $0 up | restart | cut | failover | backup | restore | down" >&2; exit 2 ;;
 esac

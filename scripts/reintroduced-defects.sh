@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# make defects: proof that the model check finds things. Each patch in
+# make defects: proof that the model checks find things. Each patch in
 # tests/defects/ puts back, in a copy of the checked-out commit, a defect
-# found here before (its first lines say which); the model check
-# (tests/model_store.rs) then runs on that copy and must fail. Prints a
-# table (defect, caught or not, seconds, the check's own words) and writes
-# it to .local/defects/report.md. Exits non-zero when a defect is not
-# caught or a patch no longer applies.
+# found here before (its first lines say which); the model check of the
+# store (tests/model_store.rs) then runs on that copy and must fail. Each
+# patch in tests/defects/system/ puts back a defect that needs the whole
+# system (a database that goes back under the group); the seeded fault
+# schedules (scripts/explore.sh) of the seeds its `Seeds:` line names then
+# run the copy's binaries and must diverge from the model. Prints a table
+# (defect, caught or not, seconds, the check's own words) and writes it to
+# .local/defects/report.md. Exits non-zero when a defect is not caught or a
+# patch no longer applies.
 #
 #   DEFECT_CASES   cases the model check may take to find each (default 300)
+#   DEFECT_SECONDS seconds of load of each schedule (default 40)
 #
 # The copy is a git worktree in .local/defects/tree with its own target
 # directory (.local/defects/target): the first build is a full one, the
@@ -65,6 +70,41 @@ for patch in tests/defects/*.patch; do
         words=$(awk '/^Test failed:/ { failed = 1; next }
                      failed && /^  / && !/^  p[0-9]+@/ { print; exit }' "$log" \
                 | sed 's/^ *//' | cut -c1-160 | tr '|' '/')
+    fi
+    echo "| $name | $verdict | $(($(date +%s) - started)) | ${words:-see $log} |" >> "$report"
+done
+for patch in tests/defects/system/*.patch; do
+    name=$(basename "$patch" .patch)
+    git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
+    git diff HEAD | git -C "$tree" apply --allow-empty
+    if ! git -C "$tree" apply "$REPO/$patch"; then
+        echo "reintroduced-defects: $patch no longer applies" >&2
+        echo "| $name | patch does not apply | | |" >> "$report"
+        missed=$((missed + 1))
+        continue
+    fi
+    log=$out/$name.log
+    if ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
+            cargo build --workspace --bins > "$REPO/$log" 2>&1); then
+        echo "reintroduced-defects: $patch does not build (see $log)" >&2
+        echo "| $name | patch does not build | | |" >> "$report"
+        missed=$((missed + 1))
+        continue
+    fi
+    read -r -a seeds <<<"$(sed -n 's/^Seeds: //p' "$patch")"
+    started=$(date +%s)
+    INBOX_BIN_DIR="$REPO/$out/target/debug" EXPLORE_OUT="$out/explore-$name" \
+        EXPLORE_SECONDS=${DEFECT_SECONDS:-40} EXPLORE_RATE=150 \
+        scripts/explore.sh "${seeds[@]}" >> "$log" 2>&1 || true
+    diverged=$(grep -c '^DIVERGENCE' "$log" || true)
+    if ((diverged > 0)); then
+        verdict="yes ($diverged of ${#seeds[@]} seeds)"
+        words=$(grep -m 1 -A 40 '^DIVERGENCE' "$log" | grep -m 1 '^  [a-z]' \
+                | sed 's/^ *//' | cut -c1-160 | tr '|' '/')
+    else
+        verdict="**no**"
+        words="no divergence in seeds ${seeds[*]}"
+        missed=$((missed + 1))
     fi
     echo "| $name | $verdict | $(($(date +%s) - started)) | ${words:-see $log} |" >> "$report"
 done

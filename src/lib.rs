@@ -42,3 +42,7 @@ pub mod service;
 pub mod store;
 pub mod telemetry;
 pub mod window;
+
+/// A polled message as the service reads it (its headers, a key that is
+/// not UTF-8 made text): the load generator reads a topic back with it.
+pub use kafka::to_record;

@@ -1,4 +1,4 @@
-//! The store against the reference model (`tests/model/`): generated
+//! The store against the reference model (the `model/` crate): generated
 //! sequences of batches applied in-process by `Inbox::apply` to a real,
 //! fresh PostgreSQL database per case, and after every batch the tables
 //! (ledger, order lines, stock, parked rows, positions) and the batch's
@@ -32,7 +32,6 @@
 //! outcome may be that of); this file compares, runs a case, and is the
 //! test.
 
-mod model;
 // The parts of this test, in tests/model_store/ (a test's root file looks
 // for its modules beside it, in tests/).
 #[path = "model_store/database.rs"]
@@ -43,18 +42,18 @@ mod generate;
 mod lanes;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Debug;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 
+use inbox_model::{diff, Counts, Model, Tables};
 use inventory_inbox::store::{build_next_filter, register_codes, BatchOutcome, Inbox, StoreError};
-use model::{Counts, Model, Tables};
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
-use database::{tables, Server};
+use database::Server;
 use generate::{batches, case, logs, Batch, Case};
+use inbox_model::database::tables;
 use lanes::{apply, lanes, schedules, Lanes};
 
 const TOPIC: &str = "orders.placed.v1";
@@ -77,44 +76,6 @@ const MAX_BATCH: usize = 100;
 
 // ---------------------------------------------------------------------------
 // The comparison.
-
-/// Every key whose value differs, one line each.
-fn diff_map<K: Ord + Debug, V: PartialEq + Debug>(
-    table: &str,
-    model: &BTreeMap<K, V>,
-    database: &BTreeMap<K, V>,
-    out: &mut Vec<String>,
-) {
-    for (key, expected) in model {
-        match database.get(key) {
-            None => out.push(format!(
-                "{table} {key:?}: model {expected:?}, database none"
-            )),
-            Some(found) if found != expected => out.push(format!(
-                "{table} {key:?}: model {expected:?}, database {found:?}"
-            )),
-            Some(_) => {}
-        }
-    }
-    for (key, found) in database {
-        if !model.contains_key(key) {
-            out.push(format!("{table} {key:?}: model none, database {found:?}"));
-        }
-    }
-}
-
-fn diff(model: &Tables, database: &Tables, out: &mut Vec<String>) {
-    diff_map("ledger", &model.ledger, &database.ledger, out);
-    diff_map(
-        "order line",
-        &model.reservations,
-        &database.reservations,
-        out,
-    );
-    diff_map("reserved", &model.reserved, &database.reserved, out);
-    diff_map("parked", &model.parked, &database.parked, out);
-    diff_map("position", &model.positions, &database.positions, out);
-}
 
 /// The store's outcome in the model's terms.
 fn counts(outcome: &BatchOutcome) -> Counts {

@@ -75,6 +75,10 @@ enum Command {
     /// broker restarts, a replay), each reconciled; prints a table. Exits 1
     /// when any scenario fails to reconcile.
     Chaos(commands::chaos::ChaosArgs),
+    /// A fault schedule drawn from --seed played against the real system
+    /// under load, then the database checked against the reference model fed
+    /// with what the topic holds. Exits 1 when they differ.
+    Explore(commands::explore::ExploreArgs),
 }
 
 #[tokio::main]
@@ -85,6 +89,7 @@ async fn main() -> ExitCode {
             Command::DbCeiling(args) => commands::db_ceiling::db_ceiling(args).await,
             Command::Profile(args) => commands::profile::profile(args).await,
             Command::Chaos(args) => commands::chaos::chaos(args).await,
+            Command::Explore(args) => commands::explore::explore(args).await,
         }
     };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use uuid::Uuid;
 
-use super::model::Record;
 use super::{COMMON_IDS, CONSUMERS, IDS, KNOWN_SKUS, MAX_BATCH, ORDERS, PARTITIONS, SKUS, TOPIC};
+use inbox_model::Record;
 
 /// One event as a producer meant it, before it is made bytes.
 #[derive(Debug, Clone)]

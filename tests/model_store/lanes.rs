@@ -13,8 +13,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::generate::{inbound, Batch};
-use super::model::{Model, Record};
 use super::{KNOWN_SKUS, REFUSED_ORDER, SKUS};
+use inbox_model::{Model, Record};
 
 /// A poll's records as the store applies them: one batch, or, for a poll
 /// applied through lanes, a batch per partition, applied concurrently.

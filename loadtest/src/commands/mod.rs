@@ -6,7 +6,9 @@
 
 pub mod chaos;
 pub mod db_ceiling;
+pub mod explore;
 pub mod flags;
 pub mod profile;
 pub mod run;
 pub mod settle;
+pub mod shell;

@@ -8,7 +8,7 @@
 //! snapshots of this consumer (and topic) or is read for this run's own
 //! message ids. The statements are in `loadtest/sql/`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -26,6 +26,9 @@ const COUNT_LEDGER_ROWS: &str = include_str!("../../sql/count_ledger_rows.sql");
 const COUNT_PARKED_ROWS: &str = include_str!("../../sql/count_parked_rows.sql");
 const APPLIED_ROWS: &str = include_str!("../../sql/applied_rows.sql");
 const RECORDS_READ: &str = include_str!("../../sql/records_read.sql");
+const TODAY_AND_RETENTION: &str = include_str!("../../sql/today_and_retention.sql");
+const STOCK_ON_HAND: &str = include_str!("../../sql/stock_on_hand.sql");
+const POSITIONS: &str = include_str!("../../sql/positions.sql");
 
 /// Stock given to every seeded SKU: nothing the run reserves is ever rejected.
 const SEED_ON_HAND: i64 = 1_000_000_000_000;
@@ -180,6 +183,41 @@ impl Database {
             .fetch_one(&self.pool)
             .await
             .context("reading inbox_position")
+    }
+
+    /// The pool, for readers of whole tables (the reference model's).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// What the reference model starts from: the database's today, the
+    /// ledger's retention in days, and every SKU's stock on hand.
+    pub async fn model_inputs(&self) -> Result<(NaiveDate, u64, BTreeMap<String, i64>)> {
+        let row = sqlx::query(TODAY_AND_RETENTION)
+            .fetch_one(&self.pool)
+            .await
+            .context("reading inbox_today() and inbox_settings")?;
+        let today: NaiveDate = row.try_get("today")?;
+        let retention: i64 = row.try_get("retention_days")?;
+        let rows = sqlx::query(STOCK_ON_HAND)
+            .fetch_all(&self.pool)
+            .await
+            .context("reading inventory_stock")?;
+        let on_hand = by_name(&rows, "sku", "on_hand")?.into_iter().collect();
+        Ok((today, retention.try_into()?, on_hand))
+    }
+
+    /// The consumer's next offset of each partition it has a position for.
+    pub async fn positions(&self) -> Result<BTreeMap<i32, i64>> {
+        let rows = sqlx::query(POSITIONS)
+            .bind(&self.consumer)
+            .bind(&self.topic)
+            .fetch_all(&self.pool)
+            .await
+            .context("reading inbox_position")?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("kafka_partition")?, row.try_get("next_offset")?)))
+            .collect()
     }
 
     /// The ledger rows of these ids (at most one each: the primary key).

@@ -6,3 +6,4 @@
 pub mod database;
 pub mod group_progress;
 pub mod scrape;
+pub mod topic_log;

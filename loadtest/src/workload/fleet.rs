@@ -107,8 +107,15 @@ impl Member {
     /// database is the authority on where partitions start, so a re-read of
     /// the topic is asked for there, not by a new group alone.
     pub async fn rewind_positions(&self) -> Result<()> {
+        self.tool(&["positions", "set", "--offset", "earliest"])
+            .await
+    }
+
+    /// Runs `inventory-inbox ARGS` (a tool beside `run`: `positions`,
+    /// `maintain`) with this member's settings; fails with what it said.
+    pub async fn tool(&self, args: &[&str]) -> Result<()> {
         let output = Command::new(&self.config.binary)
-            .args(["positions", "set", "--offset", "earliest"])
+            .args(args)
             .env("DATABASE_URL", &self.config.database_url)
             .env("KAFKA_BOOTSTRAP_SERVERS", &self.config.bootstrap_servers)
             .env("KAFKA_TOPIC", &self.config.topic)
@@ -118,11 +125,36 @@ impl Member {
             .stdin(Stdio::null())
             .output()
             .await
-            .with_context(|| format!("running {} positions set", self.config.binary.display()))?;
+            .with_context(|| {
+                format!(
+                    "running {} {}",
+                    self.config.binary.display(),
+                    args.join(" ")
+                )
+            })?;
         if !output.status.success() {
             bail!(
-                "positions set --offset earliest failed: {}",
+                "{} failed: {}",
+                args.join(" "),
                 String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGSTOP (`pause`) or SIGCONT: a process frozen past its session, as
+    /// a long GC pause or a descheduled VM freezes one.
+    pub fn signal(&self, signal: libc::c_int) -> Result<()> {
+        let Some(pid) = self.process.as_ref().and_then(Child::id) else {
+            bail!("member {} is not running", self.name);
+        };
+        // SAFETY: kill(2) on our own child's pid, which has not been
+        // reaped (`process` still holds it), so it cannot have been recycled.
+        if unsafe { libc::kill(pid as i32, signal) } != 0 {
+            bail!(
+                "signal {signal} to member {}: {}",
+                self.name,
+                std::io::Error::last_os_error()
             );
         }
         Ok(())

@@ -56,7 +56,7 @@ pub struct SpikeTimes {
 }
 
 /// Sends one generated record and books it in the manifest.
-async fn send_next(
+pub async fn send_next(
     producer: &Producer,
     generator: &mut Generator,
     manifest: &mut Manifest,

@@ -5,11 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::{ChaosArgs, Scenario, STORM_MEMBERS};
+use crate::commands::shell::shell;
 use crate::output::chaos_report::Fault;
 use crate::probes::group_progress::GroupProgress;
 use crate::workload::fleet::Member;
@@ -199,23 +200,4 @@ impl Injector<'_> {
 
 async fn sleep_until(at: Instant) {
     tokio::time::sleep_until(at.into()).await;
-}
-
-/// Runs a shell command; fails with its output when it fails.
-async fn shell(command: Option<&str>) -> Result<()> {
-    let command = command.context("no command given")?;
-    let output = tokio::process::Command::new("sh")
-        .args(["-c", command])
-        .output()
-        .await
-        .with_context(|| format!("running {command:?}"))?;
-    if !output.status.success() {
-        bail!(
-            "{command:?} failed ({}): {}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(())
 }

@@ -24,10 +24,13 @@
 //! and the comment at the rule says so.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use chrono::{Days, NaiveDate};
 use inventory_inbox::event::{self, Header, OrderPlaced};
 use uuid::Uuid;
+
+pub mod database;
 
 /// Days after today that already have a ledger partition
 /// (docs/design.md#the-dedup-window: the window is `[today − retention,
@@ -322,4 +325,44 @@ impl Model {
             vacant.insert(reason);
         }
     }
+}
+
+/// What differs between the model's tables and the database's, one line
+/// per key: a row the other lacks, or a value that is not the same.
+/// Every key whose value differs, one line each.
+fn diff_map<K: Ord + Debug, V: PartialEq + Debug>(
+    table: &str,
+    model: &BTreeMap<K, V>,
+    database: &BTreeMap<K, V>,
+    out: &mut Vec<String>,
+) {
+    for (key, expected) in model {
+        match database.get(key) {
+            None => out.push(format!(
+                "{table} {key:?}: model {expected:?}, database none"
+            )),
+            Some(found) if found != expected => out.push(format!(
+                "{table} {key:?}: model {expected:?}, database {found:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (key, found) in database {
+        if !model.contains_key(key) {
+            out.push(format!("{table} {key:?}: model none, database {found:?}"));
+        }
+    }
+}
+
+pub fn diff(model: &Tables, database: &Tables, out: &mut Vec<String>) {
+    diff_map("ledger", &model.ledger, &database.ledger, out);
+    diff_map(
+        "order line",
+        &model.reservations,
+        &database.reservations,
+        out,
+    );
+    diff_map("reserved", &model.reserved, &database.reserved, out);
+    diff_map("parked", &model.parked, &database.parked, out);
+    diff_map("position", &model.positions, &database.positions, out);
 }
