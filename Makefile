@@ -39,7 +39,7 @@ build: deps
 # Every test, against real Kafka and PostgreSQL started here; then a few
 # fixed seeds of `make explore` (TEST_SEEDS), short and slow, with the
 # debug binaries the tests built.
-TEST_SEEDS ?= 3 11
+TEST_SEEDS ?= 9 38
 test: deps test-deps services-up
 	scripts/services.sh prune
 	$(CARGO) test --workspace $(FEATURES)

@@ -13,6 +13,7 @@
 #
 #   DEFECT_CASES   cases the model check may take to find each (default 300)
 #   DEFECT_SECONDS seconds of load of each schedule (default 40)
+#   DEFECT_KINDS   which patches: "store system" (default), or one of them
 #
 # The copy is a git worktree in .local/defects/tree with its own target
 # directory (.local/defects/target): the first build is a full one, the
@@ -38,7 +39,11 @@ report=$out/report.md
     echo "|---|---|---|---|"
 } > "$report"
 missed=0
-for patch in tests/defects/*.patch; do
+kinds=${DEFECT_KINDS:-store system}
+store_patches=() system_patches=()
+[[ $kinds == *store* ]] && store_patches=(tests/defects/*.patch)
+[[ $kinds == *system* ]] && system_patches=(tests/defects/system/*.patch)
+for patch in "${store_patches[@]}"; do
     name=$(basename "$patch" .patch)
     # This commit and the work tree's own changes, so that the patches
     # apply to what is here.
@@ -73,7 +78,7 @@ for patch in tests/defects/*.patch; do
     fi
     echo "| $name | $verdict | $(($(date +%s) - started)) | ${words:-see $log} |" >> "$report"
 done
-for patch in tests/defects/system/*.patch; do
+for patch in "${system_patches[@]}"; do
     name=$(basename "$patch" .patch)
     git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
     git diff HEAD | git -C "$tree" apply --allow-empty

@@ -365,10 +365,7 @@ pub async fn explore(args: ExploreArgs) -> Result<bool> {
     produced?;
     producer.finish().await?;
 
-    // Whatever is down comes back, then the group drains.
-    if group.broker_down {
-        shell(args.start_broker_cmd.as_deref()).await?;
-    }
+    // The members stopped come back, then the group drains.
     for member in group.members.iter_mut().filter(|m| !m.is_running()) {
         member.start()?;
     }
@@ -553,6 +550,12 @@ async fn play(
             at,
             what: step.fault.to_string(),
         });
+    }
+    // A broker still down comes back while the load goes on: the
+    // producer waits for it.
+    if group.broker_down {
+        shell(args.start_broker_cmd.as_deref()).await?;
+        group.broker_down = false;
     }
     Ok(injected)
 }

@@ -308,7 +308,7 @@ fn next_fault(
         if state.replica_cut {
             candidates.push((3, Fault::FailoverDatabase));
         } else {
-            candidates.push((1, Fault::CutReplica));
+            candidates.push((3, Fault::CutReplica));
         }
     }
     if offered.brokers > 0 && !state.broker_down {
