@@ -40,6 +40,8 @@ pub struct Member {
     instance_id: Option<String>,
     config: MemberConfig,
     process: Option<Child>,
+    /// When the running process was started.
+    started: Option<Instant>,
 }
 
 impl Member {
@@ -57,6 +59,7 @@ impl Member {
             instance_id: instance.map(|instance| format!("{}-{instance}", config.group)),
             config: config.clone(),
             process: None,
+            started: None,
         }
     }
 
@@ -99,7 +102,13 @@ impl Member {
             .spawn()
             .with_context(|| format!("starting {}", self.config.binary.display()))?;
         self.process = Some(child);
+        self.started = Some(Instant::now());
         Ok(())
+    }
+
+    /// How long the running process has run.
+    pub fn uptime(&self) -> Option<Duration> {
+        self.process.as_ref().and(self.started.map(|s| s.elapsed()))
     }
 
     /// Moves the consumer's positions in the database back to the earliest
@@ -215,8 +224,9 @@ impl Member {
             unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         }
         match tokio::time::timeout(STOP_TIMEOUT, child.wait()).await {
-            Ok(status) if status.as_ref().is_ok_and(|s| s.success()) => Ok(()),
-            Ok(status) => bail!("member {} stopped with {status:?}", self.name),
+            Ok(Ok(status)) if status.success() => Ok(()),
+            Ok(Ok(status)) => bail!("member {} stopped with {status}", self.name),
+            Ok(Err(error)) => bail!("member {}: waiting for it: {error}", self.name),
             Err(_) => {
                 child.kill().await.ok();
                 bail!("member {} did not stop within {STOP_TIMEOUT:?}", self.name)

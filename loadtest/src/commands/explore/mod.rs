@@ -628,12 +628,24 @@ async fn inject(args: &ExploreArgs, fault: &Fault, group: &mut Group, quiet: &Qu
     }
 }
 
+/// A process this young may not have its signal handler yet: SIGTERM then
+/// ends it at once, which is no fault of its shutdown (nothing is in hand).
+const STARTING: Duration = Duration::from_secs(1);
+
 /// A graceful stop. One that does not end cleanly in time is a finding
-/// (the member is then killed, and the run goes on).
+/// (the member is then killed, and the run goes on), unless the process
+/// was still starting (a member the supervisor had just started again).
 async fn stop(member: &mut Member, failed_stops: &mut Vec<String>) {
-    if let Err(error) = member.stop().await {
-        eprintln!("  FINDING: {error}");
-        failed_stops.push(error.to_string());
+    let starting = member.uptime().is_some_and(|uptime| uptime < STARTING);
+    match member.stop().await {
+        Ok(()) => {}
+        Err(error) if starting && error.to_string().contains("signal: 15") => {
+            eprintln!("  {error}: it was starting, before its signal handler")
+        }
+        Err(error) => {
+            eprintln!("  FINDING: {error}");
+            failed_stops.push(error.to_string());
+        }
     }
 }
 
