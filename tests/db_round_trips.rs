@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::proxy::CountingProxy;
 use common::*;
 
@@ -26,43 +24,10 @@ async fn a_steady_state_batch_costs_at_most_two_round_trips() {
 
     let traffic = Traffic::orders("ORD", &SKUS, WARM_UP + STEADY, 1_000_000, 0);
     let (warm_up, steady) = traffic.records.split_at(WARM_UP);
-    // Connections opened, statements prepared, the window read: not steady.
-    produce(&producer(), &topic, warm_up).await;
-    wait_all_committed(
-        &spec.group,
-        &topic,
-        PARTITIONS,
-        WARM_UP as i64,
-        Duration::from_secs(60),
-    )
-    .await;
-    let batches = || async { consumer.metric("inbox_batch_size_count").await };
-    let (trips_before, batches_before) = (proxy.round_trips(), batches().await);
-
-    // Steady traffic: a few records every 20 ms, so batches stay small and
-    // many, as at 1,400 events/s spread over the partitions.
-    let producer = producer();
-    for chunk in steady.chunks(10) {
-        produce(&producer, &topic, chunk).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    wait_all_committed(
-        &spec.group,
-        &topic,
-        PARTITIONS,
-        (WARM_UP + STEADY) as i64,
-        Duration::from_secs(60),
-    )
-    .await;
-    let trips = proxy.round_trips() - trips_before;
-    let committed = batches().await - batches_before;
-    assert!(committed >= 20.0, "enough batches to measure: {committed}");
-    let per_batch = trips as f64 / committed;
-    eprintln!("{trips} round trips for {committed} batches: {per_batch:.2} per batch");
-    assert!(
-        per_batch <= 2.0,
-        "{trips} round trips for {committed} batches: {per_batch:.2} per batch"
-    );
+    let per_batch = proxy
+        .per_steady_batch(&consumer, &spec, &topic, PARTITIONS, warm_up, steady)
+        .await;
+    assert!(per_batch <= 2.0, "{per_batch:.2} round trips per batch");
     traffic.assert_applied_once(&db).await;
     consumer.stop().await;
 }

@@ -183,32 +183,12 @@ async fn round_trips_per_batch_behind(pool_mode: &str) -> f64 {
     let consumer = spec.start();
     let traffic = Traffic::orders("RT", &SKUS, WARM_UP + STEADY, 1_000_000, 0);
     let (warm_up, steady) = traffic.records.split_at(WARM_UP);
-    produce(&producer(), &topic, warm_up).await;
-    let all = |n: usize| {
-        wait_all_committed(
-            &spec.group,
-            &topic,
-            PARTITIONS,
-            n as i64,
-            Duration::from_secs(60),
-        )
-    };
-    all(WARM_UP).await;
-    let batches = || async { consumer.metric("inbox_batch_size_count").await };
-    let (trips_before, batches_before) = (proxy.round_trips(), batches().await);
-    let producer = producer();
-    for chunk in steady.chunks(10) {
-        produce(&producer, &topic, chunk).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    all(WARM_UP + STEADY).await;
-    let trips = proxy.round_trips() - trips_before;
-    let committed = batches().await - batches_before;
-    assert!(committed >= 20.0, "enough batches to measure: {committed}");
+    let per_batch = proxy
+        .per_steady_batch(&consumer, &spec, &topic, PARTITIONS, warm_up, steady)
+        .await;
     traffic.assert_applied_once(&db).await;
     consumer.stop().await;
-    let per_batch = trips as f64 / committed;
-    eprintln!("{pool_mode} pooling: {trips} round trips for {committed} batches: {per_batch:.2} per batch");
+    eprintln!("{pool_mode} pooling: {per_batch:.2} round trips per batch");
     per_batch
 }
 

@@ -7,9 +7,12 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use super::{produce, producer, wait_all_committed, ConsumerProcess, ConsumerSpec, Outgoing};
 
 pub struct CountingProxy {
     pub port: u16,
@@ -66,6 +69,48 @@ impl CountingProxy {
     /// Round trips of every connection so far.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::SeqCst)
+    }
+
+    /// Round trips per steady-state batch of `consumer` (its database
+    /// connection through this proxy): `warm_up` first (connections opened,
+    /// statements prepared, the window read: not steady), then `steady` ten
+    /// records every 20 ms, so that batches stay small and many, as at 1,400
+    /// events/s spread over the partitions; the exchanges counted meanwhile
+    /// over the batches committed.
+    pub async fn per_steady_batch(
+        &self,
+        consumer: &ConsumerProcess,
+        spec: &ConsumerSpec,
+        topic: &str,
+        partitions: i32,
+        warm_up: &[Outgoing],
+        steady: &[Outgoing],
+    ) -> f64 {
+        let all_committed = |n: usize| {
+            wait_all_committed(
+                &spec.group,
+                topic,
+                partitions,
+                n as i64,
+                Duration::from_secs(60),
+            )
+        };
+        produce(&producer(), topic, warm_up).await;
+        all_committed(warm_up.len()).await;
+        let batches = || async { consumer.metric("inbox_batch_size_count").await };
+        let (trips_before, batches_before) = (self.round_trips(), batches().await);
+        let producer = producer();
+        for chunk in steady.chunks(10) {
+            produce(&producer, topic, chunk).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        all_committed(warm_up.len() + steady.len()).await;
+        let trips = self.round_trips() - trips_before;
+        let committed = batches().await - batches_before;
+        assert!(committed >= 20.0, "enough batches to measure: {committed}");
+        let per_batch = trips as f64 / committed;
+        eprintln!("{trips} round trips for {committed} batches: {per_batch:.2} per batch");
+        per_batch
     }
 }
 
