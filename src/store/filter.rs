@@ -241,12 +241,15 @@ struct LaidDay {
     words: i64,
 }
 
+/// A day of the layout in use and the build of its filter the slots hold.
+type LaidBuild = (NaiveDate, DateTime<Utc>);
+
 /// The closed days' clean filters to lay out, and the layout in use:
-/// its generation, days and builds.
+/// its generation, and its days with their builds.
 async fn laid_days(
     connection: &mut PgConnection,
     prepares: bool,
-) -> Result<(Vec<LaidDay>, Option<(i32, Vec<LaidDay>)>), StoreError> {
+) -> Result<(Vec<LaidDay>, Option<(i32, Vec<LaidBuild>)>), StoreError> {
     let days = sqlx::query_as::<_, (NaiveDate, DateTime<Utc>, i64)>(LAID_DAYS)
         .persistent(prepares)
         .fetch_all(&mut *connection)
@@ -264,28 +267,17 @@ async fn laid_days(
     .persistent(prepares)
     .fetch_optional(&mut *connection)
     .await?
-    .map(|(generation, days, built)| {
-        let days = days
-            .into_iter()
-            .zip(built)
-            .map(|(day, built_at)| LaidDay {
-                day,
-                built_at,
-                words: 0,
-            })
-            .collect();
-        (generation, days)
-    });
+    .map(|(generation, days, built)| (generation, days.into_iter().zip(built).collect()));
     Ok((days, in_use))
 }
 
 /// Whether the layout in use holds just these days' builds.
-fn holds(in_use: &[LaidDay], days: &[LaidDay]) -> bool {
+fn holds(in_use: &[LaidBuild], days: &[LaidDay]) -> bool {
     in_use.len() == days.len()
         && in_use
             .iter()
             .zip(days)
-            .all(|(a, b)| (a.day, a.built_at) == (b.day, b.built_at))
+            .all(|(&laid, day)| laid == (day.day, day.built_at))
 }
 
 /// Lays the clean filters of the closed days out in the slots
