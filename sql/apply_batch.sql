@@ -126,14 +126,23 @@ probe_id AS MATERIALIZED (
     WHERE kind = 'candidate'
 ),
 layout AS MATERIALIZED (
-    SELECT generation, slots FROM inbox_ledger_filter_layout
+    SELECT generation, slots, days, built_at, offsets, widths FROM inbox_ledger_filter_layout
 ),
 -- The closed days are the ledger's partitions, not the filters' rows: a
 -- partition that has no row of its own is looked up in full. Filtered: its
--- filter is clean and the slots hold that very build
--- (inbox_ledger_closed_days, the one definition).
+-- filter is clean and the slots hold that very build.
 closed_day AS MATERIALIZED (
-    SELECT event_day, word_offset, width, filtered FROM inbox_ledger_closed_days()
+    SELECT d.event_day, l.word_offset, l.width,
+           coalesce(f.built_writes = f.late_writes AND l.built_at = f.built_at, false)
+               AS filtered
+    FROM inbox_window_days() AS d(event_day)
+    LEFT JOIN inbox_ledger_filter f ON f.event_day = d.event_day
+    LEFT JOIN (SELECT u.* FROM layout,
+                      unnest(layout.days, layout.built_at, layout.offsets, layout.widths)
+                      AS u(event_day, built_at, word_offset, width)) AS l
+           ON l.event_day = d.event_day
+    WHERE d.event_day < inbox_today()
+      AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.ids > 0)
 ),
 -- The first day looked up in full: yesterday while it is not filtered,
 -- else today (a scalar the partitions are pruned with as the statement runs).
@@ -427,7 +436,10 @@ parked AS (
     JOIN record r ON r.ord = p.ord
     WHERE (SELECT count(*) FROM split) = 0
       -- Parked on an earlier day (a redelivery after midnight).
-      AND inbox_parked_id($1, r.topic, r.kafka_partition, r.kafka_offset) IS NULL
+      AND NOT EXISTS (SELECT FROM inbox_parked x
+                      WHERE x.consumer = $1 AND x.topic = r.topic
+                        AND x.kafka_partition = r.kafka_partition
+                        AND x.kafka_offset = r.kafka_offset)
     ORDER BY r.topic, r.kafka_partition, r.kafka_offset
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset, parked_day) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
@@ -477,8 +489,10 @@ FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
              array_agg(t.reason ORDER BY t.ord) AS reasons,
              array_agg(t.error ORDER BY t.ord) AS errors,
              array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly,
-             array_agg(coalesce(n.id, inbox_parked_id($1, r.topic, r.kafka_partition,
-                                                      r.kafka_offset))
+             array_agg(coalesce(n.id, (SELECT min(x.id) FROM inbox_parked x
+                                       WHERE x.consumer = $1 AND x.topic = r.topic
+                                         AND x.kafka_partition = r.kafka_partition
+                                         AND x.kafka_offset = r.kafka_offset))
                        ORDER BY t.ord) AS ids
       FROM to_park t
       JOIN record r ON r.ord = t.ord
