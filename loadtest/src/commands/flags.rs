@@ -1,7 +1,9 @@
 //! Flags shared by the subcommands that drive a consumer: where it is
 //! (database, broker, topic, its ledger name) and the event mix to send.
 
-use anyhow::Result;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
 use chrono::Utc;
 use clap::Args;
 
@@ -99,4 +101,31 @@ impl Mix {
             event_day_offset: self.event_day_offset,
         }
     }
+}
+
+/// The service binary of a run's consumers: `--consumer-bin`, else
+/// `inventory-inbox` beside this program.
+pub fn consumer_binary(consumer_bin: Option<&PathBuf>) -> Result<PathBuf> {
+    let binary = match consumer_bin {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .context("locating this program")?
+            .with_file_name("inventory-inbox"),
+    };
+    if !binary.is_file() {
+        bail!("--consumer-bin {}: no such file", binary.display());
+    }
+    Ok(binary)
+}
+
+/// `--consumer-env KEY=VALUE` pairs.
+pub fn consumer_env(pairs: &[String]) -> Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| anyhow!("--consumer-env {pair:?} is not KEY=VALUE"))
+        })
+        .collect()
 }

@@ -52,7 +52,7 @@ use clap::{Args, ValueEnum};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::commands::flags::{Mix, Target};
+use crate::commands::flags::{consumer_binary, consumer_env, Mix, Target};
 use crate::commands::settle::settle;
 use crate::output;
 use crate::output::chaos_report::{self, Outcome};
@@ -247,24 +247,8 @@ impl ChaosArgs {
     }
 
     fn member_config(&self, group: &str, scenario: Scenario) -> Result<MemberConfig> {
-        let binary = match &self.consumer_bin {
-            Some(path) => path.clone(),
-            None => std::env::current_exe()
-                .context("locating this program")?
-                .with_file_name("inventory-inbox"),
-        };
-        if !binary.is_file() {
-            bail!("--consumer-bin {}: no such file", binary.display());
-        }
-        let env = self
-            .consumer_env
-            .iter()
-            .map(|pair| {
-                pair.split_once('=')
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .ok_or_else(|| anyhow!("--consumer-env {pair:?} is not KEY=VALUE"))
-            })
-            .collect::<Result<Vec<(String, String)>>>()?;
+        let binary = consumer_binary(self.consumer_bin.as_ref())?;
+        let env = consumer_env(&self.consumer_env)?;
         // The consumer protocol's storm: the broker owns session and
         // heartbeat, which the consumer then refuses to be given.
         let env = if scenario == Scenario::RebalanceStormConsumer {

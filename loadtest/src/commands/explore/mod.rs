@@ -41,7 +41,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::json;
 
-use crate::commands::flags::{Mix, Target};
+use crate::commands::flags::{consumer_binary, consumer_env, Mix, Target};
 use crate::commands::shell::shell;
 use crate::output;
 use crate::probes::database::Database;
@@ -216,24 +216,8 @@ impl ExploreArgs {
     }
 
     fn member_config(&self, schedule: &Schedule) -> Result<MemberConfig> {
-        let binary = match &self.consumer_bin {
-            Some(path) => path.clone(),
-            None => std::env::current_exe()
-                .context("locating this program")?
-                .with_file_name("inventory-inbox"),
-        };
-        if !binary.is_file() {
-            bail!("--consumer-bin {}: no such file", binary.display());
-        }
-        let mut env = self
-            .consumer_env
-            .iter()
-            .map(|pair| {
-                pair.split_once('=')
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .ok_or_else(|| anyhow!("--consumer-env {pair:?} is not KEY=VALUE"))
-            })
-            .collect::<Result<Vec<(String, String)>>>()?;
+        let binary = consumer_binary(self.consumer_bin.as_ref())?;
+        let mut env = consumer_env(&self.consumer_env)?;
         // The consumer protocol's session is the broker's, which the
         // consumer then refuses to be given.
         match schedule.protocol {
