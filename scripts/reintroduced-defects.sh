@@ -38,6 +38,28 @@ report=$out/report.md
     echo "| defect put back | caught | seconds | the model check's words |"
     echo "|---|---|---|---|"
 } > "$report"
+# Puts PATCH back into the copy (this commit and the work tree's own
+# changes, so that the patches apply to what is here) and builds it with
+# the cargo arguments that follow; on failure, says so in the report.
+put_back() {
+    local patch=$1 name log
+    shift
+    name=$(basename "$patch" .patch)
+    log=$out/$name.log
+    git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
+    git diff HEAD | git -C "$tree" apply --allow-empty
+    if ! git -C "$tree" apply "$REPO/$patch"; then
+        echo "reintroduced-defects: $patch no longer applies" >&2
+        echo "| $name | patch does not apply | | |" >> "$report"
+        return 1
+    fi
+    if ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" cargo "$@" > "$REPO/$log" 2>&1); then
+        echo "reintroduced-defects: $patch does not build (see $log)" >&2
+        echo "| $name | patch does not build | | |" >> "$report"
+        return 1
+    fi
+}
+
 missed=0
 kinds=${DEFECT_KINDS:-store system}
 store_patches=() system_patches=()
@@ -45,21 +67,8 @@ store_patches=() system_patches=()
 [[ $kinds == *system* ]] && system_patches=(tests/defects/system/*.patch)
 for patch in "${store_patches[@]}"; do
     name=$(basename "$patch" .patch)
-    # This commit and the work tree's own changes, so that the patches
-    # apply to what is here.
-    git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
-    git diff HEAD | git -C "$tree" apply --allow-empty
-    if ! git -C "$tree" apply "$REPO/$patch"; then
-        echo "reintroduced-defects: $patch no longer applies" >&2
-        echo "| $name | patch does not apply | | |" >> "$report"
-        missed=$((missed + 1))
-        continue
-    fi
     log=$out/$name.log
-    if ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
-            cargo test --features failpoints --test model_store --no-run > "$REPO/$log" 2>&1); then
-        echo "reintroduced-defects: $patch does not build (see $log)" >&2
-        echo "| $name | patch does not build | | |" >> "$report"
+    if ! put_back "$patch" test --features failpoints --test model_store --no-run; then
         missed=$((missed + 1))
         continue
     fi
@@ -80,19 +89,8 @@ for patch in "${store_patches[@]}"; do
 done
 for patch in "${system_patches[@]}"; do
     name=$(basename "$patch" .patch)
-    git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
-    git diff HEAD | git -C "$tree" apply --allow-empty
-    if ! git -C "$tree" apply "$REPO/$patch"; then
-        echo "reintroduced-defects: $patch no longer applies" >&2
-        echo "| $name | patch does not apply | | |" >> "$report"
-        missed=$((missed + 1))
-        continue
-    fi
     log=$out/$name.log
-    if ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
-            cargo build --workspace --bins > "$REPO/$log" 2>&1); then
-        echo "reintroduced-defects: $patch does not build (see $log)" >&2
-        echo "| $name | patch does not build | | |" >> "$report"
+    if ! put_back "$patch" build --workspace --bins; then
         missed=$((missed + 1))
         continue
     fi
