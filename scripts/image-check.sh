@@ -68,9 +68,23 @@ say "building $image from deploy/Containerfile with $binary"
 context=$work/prebuilt
 rm -rf "$context" && mkdir -p "$context/build/target/release"
 cp "$binary" "$context/build/target/release/inventory-inbox"
-podman build --runtime "$runtime" "${ulimits[@]}" --network host --pull=never \
-  --build-context build="$context" -f "$root/deploy/Containerfile" -t "$image" "$root" >"$work/build.log" 2>&1 ||
-  fail "podman build failed; see $work/build.log"
+# The runtime stage fetches its packages from Debian's mirror: a fetch that
+# fails for a moment (seen once on a fresh CI machine) gets two more tries,
+# and a build that still fails shows the end of its log, not only its path.
+built=no
+for attempt in 1 2 3; do
+  if podman build --runtime "$runtime" "${ulimits[@]}" --network host --pull=never \
+    --build-context build="$context" -f "$root/deploy/Containerfile" -t "$image" "$root" >"$work/build.log" 2>&1; then
+    built=yes
+    break
+  fi
+  say "podman build attempt $attempt failed: $(tail -3 "$work/build.log" | tr '\n' ' ')"
+done
+[[ $built == yes ]] || fail "podman build failed 3 times; the end of $work/build.log:
+$(tail -40 "$work/build.log")"
+# Each build leaves the image it replaces untagged; without this every run
+# of the test keeps another ~470 MB.
+podman image prune -f >/dev/null 2>&1 || true
 
 container=image-check-$$
 cleanup() {
