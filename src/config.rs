@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 
 use crate::event::ParkReason;
-use crate::kafka::KafkaSettings;
+use crate::kafka::{GroupProtocol, KafkaSettings};
 use crate::store::Retention;
 
 /// Prefix of environment variables passed to librdkafka:
@@ -354,17 +354,6 @@ impl DatabaseArgs {
         }
         Ok(())
     }
-}
-
-/// The consumer group protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum GroupProtocol {
-    /// The classic protocol: the client-side cooperative-sticky assignor,
-    /// the client's session and heartbeat settings.
-    Classic,
-    /// Kafka 4's consumer group protocol (KIP-848): the broker assigns, and
-    /// the session and heartbeat are the broker's group settings.
-    Consumer,
 }
 
 /// Properties librdkafka refuses with `group.protocol=consumer`: the broker

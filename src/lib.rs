@@ -20,8 +20,10 @@
 //! - [`breaker`]: the poison breaker, fed each record's fate (pure).
 //! - [`store`]: the one statement per batch (one round trip), migrations,
 //!   maintenance.
-//! - [`kafka`]: client configuration, rebalance and commit callbacks, DLQ.
-//! - [`positions`]: where partitions start: the database's positions.
+//! - [`observe`]: each operational event, its log line and metrics together.
+//! - [`shutdown`]: stopping, as one small type passed down.
+//! - [`kafka`]: settings, the offset-commit path, rebalances, where
+//!   partitions start (the database's positions), probes, DLQ.
 //! - [`inspect`]: `inventory-inbox inspect`, one event, order or record.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
@@ -33,12 +35,13 @@ pub mod breaker;
 pub mod config;
 pub mod event;
 pub mod inspect;
-mod kafka;
+pub mod kafka;
 mod metrics;
+mod observe;
 mod parked;
 mod pipeline;
-pub mod positions;
 pub mod service;
+pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod window;

@@ -7,8 +7,9 @@ use inventory_inbox::config::{
     self, BreakerCommand, Cli, Command, InspectArgs, OffsetTarget, ParkedCommand, PositionsCommand,
 };
 use inventory_inbox::inspect::{self, Subject};
-use inventory_inbox::positions;
+use inventory_inbox::kafka::cluster;
 use inventory_inbox::service;
+use inventory_inbox::store::positions;
 use inventory_inbox::store::{self, Inbox, ReplayOutcome};
 use inventory_inbox::telemetry::Telemetry;
 
@@ -163,7 +164,7 @@ async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
         (_, _, Some((partition, offset))) => {
             // The record's id, read back from the topic while it holds it.
             let kafka = run.kafka_settings(std::env::vars())?;
-            let record = positions::read_record(
+            let record = cluster::read_record(
                 &kafka,
                 &run.kafka_group_id,
                 &run.kafka_topic,
@@ -242,7 +243,7 @@ async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
             let stored =
                 positions::list(&pool, &run.inbox_consumer_name, Some(&run.kafka_topic)).await?;
             let offsets =
-                positions::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+                cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
             if !json {
                 println!(
                     "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  updated",
@@ -287,7 +288,7 @@ async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
             let kafka = run.kafka_settings(std::env::vars())?;
             let pool = store::connect(run.database.connection(), 1).await?;
             let offsets =
-                positions::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+                cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
             for wanted in &partitions {
                 if !offsets.iter().any(|o| o.partition == *wanted) {
                     anyhow::bail!(

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::shutdown::Shutdown;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -23,7 +24,6 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::batch::InboundRecord;
@@ -395,19 +395,14 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Serves `/metrics`, `/healthz` and `/readyz` within `LIMITS` until
 /// `finished`; then stops accepting, closes every connection (a scrape in
 /// progress is cut) and returns once their tasks have ended.
-pub async fn serve(listener: TcpListener, metrics: Metrics, finished: watch::Receiver<bool>) {
+pub async fn serve(listener: TcpListener, metrics: Metrics, finished: Shutdown) {
     serve_within(listener, metrics, finished, LIMITS).await
 }
 
-async fn serve_within(
-    listener: TcpListener,
-    metrics: Metrics,
-    mut finished: watch::Receiver<bool>,
-    limits: Limits,
-) {
+async fn serve_within(listener: TcpListener, metrics: Metrics, finished: Shutdown, limits: Limits) {
     let mut connections = JoinSet::new();
     tokio::select! {
-        _ = finished.wait_for(|done| *done) => {}
+        _ = finished.asked() => {}
         () = accept(&listener, &metrics, limits, &mut connections) => {}
     }
     connections.shutdown().await;
@@ -614,7 +609,7 @@ mod tests {
     struct Endpoint {
         address: SocketAddr,
         metrics: Metrics,
-        finish: tokio::sync::watch::Sender<bool>,
+        finish: crate::shutdown::Trigger,
         server: tokio::task::JoinHandle<()>,
     }
 
@@ -622,7 +617,7 @@ mod tests {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let address = listener.local_addr().unwrap();
         let metrics = Metrics::new();
-        let (finish, finished) = tokio::sync::watch::channel(false);
+        let (finish, finished) = crate::shutdown::channel();
         let server = tokio::spawn(serve_within(listener, metrics.clone(), finished, limits));
         Endpoint {
             address,
@@ -717,7 +712,7 @@ mod tests {
         let mut answer = String::new();
         garbage.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
-        let _ = endpoint.finish.send(true);
+        endpoint.finish.ask();
         endpoint.server.await.unwrap();
     }
 
@@ -772,7 +767,7 @@ mod tests {
                 assert!(opened.elapsed() >= limits.header_timeout);
             }
         }
-        let _ = endpoint.finish.send(true);
+        endpoint.finish.ask();
         endpoint.server.await.unwrap();
     }
 
@@ -790,7 +785,7 @@ mod tests {
         idle.write_all(b"GET /hea").await.unwrap();
         // The server serves it (the endpoint answers others meanwhile).
         assert!(request(endpoint.address, "GET", "/healthz").await.is_some());
-        let _ = endpoint.finish.send(true);
+        endpoint.finish.ask();
         tokio::time::timeout(Duration::from_secs(10), endpoint.server)
             .await
             .expect("the server ends at shutdown")

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use rdkafka::config::FromClientConfigAndContext;
 use rdkafka::consumer::Consumer;
-use tokio::sync::watch;
 
 use crate::config::{ConfigError, RunArgs};
-use crate::kafka::{CommittedOffsets, Dlq, InboxContext};
+use crate::kafka::{CommittedOffsets, Dlq, InboxContext, KafkaSettings, PositionSource};
 use crate::metrics::{self, Metrics, Readiness};
 use crate::pipeline::{BatchSettings, InboxConsumer, Pipeline};
-use crate::positions::PositionSource;
+use crate::shutdown::{self, Shutdown, Trigger};
 use crate::store::{self, Inbox};
 use crate::telemetry::Telemetry;
 
@@ -65,8 +64,8 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
                 address: args.metrics_addr,
                 source,
             })?;
-    let (finish, finished) = watch::channel(false);
-    let (stop, shutdown) = watch::channel(false);
+    let (finish, finished) = shutdown::channel();
+    let (stop, asked) = shutdown::channel();
     let mut tasks = vec![
         tokio::spawn(metrics::serve(listener, metrics.clone(), finished.clone())),
         tokio::spawn(forward_signals(
@@ -76,10 +75,10 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
         )),
     ];
     let ran = consume_until_shutdown(
-        &args, &kafka, &metrics, &telemetry, shutdown, finished, &mut tasks,
+        &args, &kafka, &metrics, &telemetry, asked, finished, &mut tasks,
     )
     .await;
-    let _ = finish.send(true);
+    finish.ask();
     for task in tasks {
         if let Err(error) = task.await {
             tracing::warn!(%error, "a background task ended abnormally");
@@ -93,11 +92,11 @@ pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError
 /// coordinator moved joins again with a new one.
 async fn consume_until_shutdown(
     args: &RunArgs,
-    kafka: &crate::kafka::KafkaSettings,
+    kafka: &KafkaSettings,
     metrics: &Metrics,
     telemetry: &Telemetry,
-    shutdown: watch::Receiver<bool>,
-    finished: watch::Receiver<bool>,
+    shutdown: Shutdown,
+    finished: Shutdown,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServiceError> {
     let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
@@ -111,7 +110,7 @@ async fn consume_until_shutdown(
         match maintain_and_load(&pool, &inbox, args).await {
             Ok(()) => break,
             // Stopped before the database ever answered: nothing to drain.
-            Err(store::StoreError::Transient { .. }) if *shutdown.borrow() => return Ok(()),
+            Err(store::StoreError::Transient { .. }) if shutdown.is_asked() => return Ok(()),
             Err(error @ store::StoreError::Transient { .. }) => {
                 tracing::warn!(%error, "the database did not answer the start-up checks; retrying");
                 tokio::time::sleep(delay).await;
@@ -158,7 +157,7 @@ async fn consume_until_shutdown(
                 }
                 tracing::warn!(%error, "this static member was fenced (the group coordinator moved); joining the group again with a new consumer");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                if *shutdown.borrow() {
+                if shutdown.is_asked() {
                     return Ok(());
                 }
             }
@@ -185,11 +184,11 @@ fn is_fenced(error: &rdkafka::error::KafkaError) -> bool {
 /// shutdown (or a fatal client error), closed.
 async fn consume(
     args: &RunArgs,
-    kafka: &crate::kafka::KafkaSettings,
+    kafka: &KafkaSettings,
     inbox: &Arc<Inbox>,
     metrics: &Metrics,
     telemetry: &Telemetry,
-    shutdown: watch::Receiver<bool>,
+    shutdown: Shutdown,
 ) -> Result<(), crate::pipeline::PipelineError> {
     let offsets = Arc::new(CommittedOffsets::default());
     let context = InboxContext {
@@ -248,15 +247,12 @@ async fn consume(
 /// (the broker does not create topics on demand: the consumer would wait,
 /// or every copy fail, without end). A broker that does not answer is no
 /// reason to stop: the consumer waits for it as for any outage.
-async fn check_topics_exist(
-    kafka: &crate::kafka::KafkaSettings,
-    args: &RunArgs,
-) -> Result<(), ServiceError> {
+async fn check_topics_exist(kafka: &KafkaSettings, args: &RunArgs) -> Result<(), ServiceError> {
     let mut topics = vec![args.kafka_topic.trim().to_owned()];
     if !args.dlq_topic.trim().is_empty() {
         topics.push(args.dlq_topic.trim().to_owned());
     }
-    match crate::kafka::missing_topics(kafka, &topics).await {
+    match crate::kafka::cluster::missing_topics(kafka, &topics).await {
         Ok(missing) => match missing.first() {
             Some(topic) => {
                 let name = if *topic == topics[0] {
@@ -285,13 +281,13 @@ async fn check_topics_exist(
 /// A broker that cannot be asked (no DescribeConfigs right, an outage) is no
 /// reason to stop.
 async fn check_group_protocol_offered(
-    kafka: &crate::kafka::KafkaSettings,
+    kafka: &KafkaSettings,
     args: &RunArgs,
 ) -> Result<(), ServiceError> {
-    if args.group_protocol != crate::config::GroupProtocol::Consumer {
+    if args.group_protocol != crate::kafka::GroupProtocol::Consumer {
         return Ok(());
     }
-    match crate::kafka::offered_group_protocols(kafka).await {
+    match crate::kafka::cluster::offered_group_protocols(kafka).await {
         Ok(offered) if offered.iter().any(|protocol| protocol == "consumer") => Ok(()),
         Ok(offered) => Err(ConfigError(format!(
             "GROUP_PROTOCOL=consumer: the cluster does not offer the consumer group protocol (its brokers' group.coordinator.rebalance.protocols is {:?}; Kafka 4.0 or later has it): set GROUP_PROTOCOL=classic",
@@ -309,13 +305,13 @@ async fn check_group_protocol_offered(
 /// from the earliest offset would then reach events whose duplicates can no
 /// longer be recognised, and those are parked (never applied).
 async fn check_topic_retention(
-    kafka: &crate::kafka::KafkaSettings,
+    kafka: &KafkaSettings,
     topic: &str,
     retention_days: i32,
     metrics: &Metrics,
 ) {
     let window = Duration::from_secs(u64::from(retention_days.unsigned_abs()) * 86_400);
-    match crate::kafka::topic_retention(kafka, topic).await {
+    match crate::kafka::cluster::topic_retention(kafka, topic).await {
         Ok(retention) => {
             metrics
                 .topic_retention
@@ -384,13 +380,13 @@ async fn maintain_periodically(
     pool: store::DbPool,
     metrics: Metrics,
     every: Duration,
-    mut finished: watch::Receiver<bool>,
+    finished: Shutdown,
 ) {
     let mut interval = tokio::time::interval(every);
     interval.tick().await;
     loop {
         tokio::select! {
-            _ = finished.wait_for(|done| *done) => return,
+            _ = finished.asked() => return,
             _ = interval.tick() => {}
         }
         match store::maintain(&pool).await {
@@ -404,7 +400,7 @@ async fn maintain_periodically(
         // end abandons it (its connection closes, nothing is published).
         loop {
             let built = tokio::select! {
-                _ = finished.wait_for(|done| *done) => return,
+                _ = finished.asked() => return,
                 built = store::build_next_filter(&pool) => built,
             };
             match built {
@@ -440,11 +436,7 @@ async fn count_unfiltered_days(pool: &store::DbPool, metrics: &Metrics) {
 /// Turns SIGTERM and SIGINT into the shutdown signal, and `/readyz` unready
 /// (draining); ends without one when the service is `finished` otherwise
 /// (a fatal error).
-async fn forward_signals(
-    stop: watch::Sender<bool>,
-    readiness: Arc<Readiness>,
-    mut finished: watch::Receiver<bool>,
-) {
+async fn forward_signals(stop: Trigger, readiness: Arc<Readiness>, finished: Shutdown) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -456,19 +448,19 @@ async fn forward_signals(
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM: finishing the batch in hand"),
         _ = int.recv() => tracing::info!("SIGINT: finishing the batch in hand"),
-        _ = finished.wait_for(|done| *done) => return,
+        _ = finished.asked() => return,
     }
     readiness
         .draining
         .store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = stop.send(true);
+    stop.ask();
     // A second signal: the operator will not wait. Nothing is lost by
     // stopping now: no offset reaches Kafka before its batch's database
     // commit, and what is not committed is read again.
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
-        _ = finished.wait_for(|done| *done) => return,
+        _ = finished.asked() => return,
     }
     tracing::warn!("a second signal: exiting at once, without finishing the batch in hand (it is read again by the next owner)");
     std::process::exit(130);

@@ -14,8 +14,8 @@ use rdkafka::Offset;
 use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::observe::{BatchCommitted, BatchRolledBack};
 use super::{Phase, Pipeline, Poll};
+use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -240,25 +240,13 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
     ) {
         for ((topic, partition), position) in &behind.positions {
-            if behind.by_operator.contains(&(topic.clone(), *partition)) {
-                tracing::info!(
-                    topic,
-                    partition,
-                    position = ?position,
-                    "an operator moved the partition's position back (`inventory-inbox positions set`): reading it again from there"
-                );
-            } else {
-                self.metrics
-                    .db_retries
-                    .with_label_values(&["position_behind"])
-                    .inc();
-                tracing::error!(
-                    topic,
-                    partition,
-                    database_position = ?position,
-                    "the database is behind what this consumer applied (restored, or failed over to a replica that lacked the last commits): reading the partition again from the database's position"
-                );
+            PositionBehind {
+                topic,
+                partition: *partition,
+                position: *position,
+                by_operator: behind.by_operator.contains(&(topic.clone(), *partition)),
             }
+            .emit(&self.metrics);
         }
         self.seek_to(&behind.positions, records, carry);
     }
@@ -275,7 +263,7 @@ impl Pipeline {
         for ((topic, partition), position) in positions {
             let offset = match position {
                 Some(next) => Offset::Offset(tokio::task::block_in_place(|| {
-                    crate::positions::checked_start(
+                    crate::kafka::checked_start(
                         &*self.consumer,
                         topic,
                         *partition,

@@ -14,7 +14,7 @@ use rdkafka::message::BorrowedMessage;
 use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
 
-use super::observe::ConsumeFailed;
+use crate::observe::ConsumeFailed;
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
@@ -61,7 +61,7 @@ impl Pipeline {
                         };
                         let polled = tokio::select! {
                             biased;
-                            _ = poll.shutdown.wait_for(|stop| *stop) => break,
+                            _ = poll.shutdown.asked() => break,
                             _ = wait_until => break,
                             _ = poll.recommit.tick() => {
                                 self.recommit_unconfirmed();
@@ -200,7 +200,7 @@ impl Pipeline {
                 continue;
             };
             let now = tokio::task::block_in_place(|| {
-                kafka::topic_id(self.consumer.client(), topic, TOPIC_ID_WAIT)
+                kafka::cluster::topic_id(self.consumer.client(), topic, TOPIC_ID_WAIT)
             });
             match now {
                 Some(now) if now != known => {

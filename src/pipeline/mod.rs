@@ -24,30 +24,30 @@
 //!   until an operator resumes it in the database; nothing is skipped.
 //!
 //! Layout: `collect` gathers a round, `apply` runs its batches with their
-//! retries, `observe` reports each operational event (log line and metrics
-//! together), `failpoint` holds the test-only crash points.
+//! retries, `failpoint` holds the test-only crash points; each operational
+//! event goes through `crate::observe` (log line and metrics together).
 
 mod apply;
 mod collect;
 mod failpoint;
-mod observe;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use tokio::sync::watch;
+use rdkafka::consumer::{Consumer, StreamConsumer};
 
 use crate::batch::{self, InboundRecord};
 use crate::breaker::{BreakerSettings, PoisonBreaker};
-use crate::kafka::{self, CommittedOffsets, Dlq, InboxContext};
+use crate::kafka::offsets::{self, CommittedOffsets};
+use crate::kafka::{Dlq, InboxContext};
 use crate::metrics::Metrics;
+use crate::observe::{CommitStep, RoundApplied};
+use crate::shutdown::Shutdown;
 use crate::store::{BatchOutcome, Inbox};
 use crate::telemetry::Telemetry;
 
 use failpoint::FailPoint;
-use observe::RoundApplied;
 
 /// The consumer as the pipeline uses it.
 pub type InboxConsumer = StreamConsumer<InboxContext>;
@@ -140,9 +140,9 @@ struct Poll {
     /// Records polled but not applied yet, in poll order: left over by the
     /// last round, or polled while a batch was retried.
     carry: VecDeque<InboundRecord>,
-    /// Turns true on SIGTERM/SIGINT: the loop drains (finishes the round in
+    /// Asked on SIGTERM/SIGINT: the loop drains (finishes the round in
     /// hand, polls nothing new) and stops.
-    shutdown: watch::Receiver<bool>,
+    shutdown: Shutdown,
     /// When to send the offsets Kafka has not confirmed again.
     recommit: tokio::time::Interval,
     phase: Phase,
@@ -160,7 +160,7 @@ struct Poll {
 impl Poll {
     /// Shutdown asked (SIGTERM/SIGINT): finish the round in hand only.
     fn draining(&self) -> bool {
-        *self.shutdown.borrow()
+        self.shutdown.is_asked()
     }
 
     /// Draining or failed: no new round starts.
@@ -171,7 +171,7 @@ impl Poll {
 
 impl Pipeline {
     /// Runs until `shutdown` turns true, then drains and commits.
-    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<(), PipelineError> {
+    pub async fn run(self, shutdown: Shutdown) -> Result<(), PipelineError> {
         let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
         recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut poll = Poll {
@@ -208,9 +208,9 @@ impl Pipeline {
             // Shutdown waits for the round in hand at most SHUTDOWN_GRACE
             // (a database that stopped answering): then it is given up,
             // uncommitted, and read again by the next owner.
-            let mut stop = poll.shutdown.clone();
+            let stop = poll.shutdown.clone();
             let given_up = async {
-                let _ = stop.wait_for(|stop| *stop).await;
+                stop.asked().await;
                 tokio::time::sleep(apply::SHUTDOWN_GRACE).await;
             };
             let applied = tokio::select! {
@@ -267,7 +267,11 @@ impl Pipeline {
         }
         // A dropped commit is sent again with the unconfirmed ones.
         if !committed.is_empty() && !failpoint.drop_offset_commit() {
-            self.commit_async(&kafka::to_list(committed.iter()));
+            offsets::send(
+                &*self.consumer,
+                &offsets::to_list(committed.iter()),
+                &self.metrics,
+            );
         }
     }
 
@@ -326,13 +330,12 @@ impl Pipeline {
     /// Commits every offset the database has, synchronously, and leaves the
     /// group (dropping the consumer closes it, which revokes its partitions).
     fn close(self, fatal: bool) {
-        let offsets = self.offsets.all();
-        if offsets.count() > 0 {
-            if let Err(error) = self.consumer.commit(&offsets, CommitMode::Sync) {
-                self.metrics.offset_commit_failures.inc();
-                tracing::warn!(%error, "final offset commit failed; those records will be redelivered and ignored as duplicates");
-            }
-        }
+        offsets::commit_now(
+            &*self.consumer,
+            &self.offsets.all(),
+            CommitStep::OnClose,
+            &self.metrics,
+        );
         self.consumer.unsubscribe();
         tracing::info!("consumer closed");
         // Destroying the client closes it: a dynamic member leaves the group
@@ -358,15 +361,6 @@ impl Pipeline {
         }
     }
 
-    /// Sends an offset commit; its outcome reaches the commit callback,
-    /// and what Kafka does not confirm is sent again.
-    fn commit_async(&self, offsets: &rdkafka::TopicPartitionList) {
-        if let Err(error) = kafka::commit_async(&*self.consumer, offsets) {
-            self.metrics.offset_commit_failures.inc();
-            tracing::warn!(%error, "offset commit not sent; it is sent again");
-        }
-    }
-
     /// Sends again the offsets Kafka has not confirmed.
     fn recommit_unconfirmed(&self) {
         let pending = self.offsets.unconfirmed();
@@ -375,7 +369,7 @@ impl Pipeline {
                 partitions = pending.count(),
                 "sending offsets Kafka has not confirmed again"
             );
-            self.commit_async(&pending);
+            offsets::send(&*self.consumer, &pending, &self.metrics);
         }
     }
 

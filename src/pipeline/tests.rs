@@ -14,12 +14,11 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::*;
-use crate::config::GroupProtocol;
 use crate::event::{OrderLine, OrderPlaced};
+use crate::kafka::GroupProtocol;
 use crate::kafka::KafkaSettings;
 use crate::store::{self, Retention};
 use std::sync::atomic::Ordering;
@@ -33,7 +32,7 @@ struct Running {
     consumer: Arc<InboxConsumer>,
     cluster: MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
     metrics: Metrics,
-    stop: watch::Sender<bool>,
+    stop: crate::shutdown::Trigger,
     task: tokio::task::JoinHandle<Result<(), PipelineError>>,
 }
 
@@ -89,7 +88,7 @@ async fn start(inbox: Arc<Inbox>, linger: Duration) -> Running {
             .expect("consumer"),
     );
     consumer.subscribe(&[TOPIC]).expect("subscribe");
-    let (stop, shutdown) = watch::channel(false);
+    let (stop, shutdown) = crate::shutdown::channel();
     let pipeline = Pipeline {
         consumer: consumer.clone(),
         offsets,
@@ -177,7 +176,7 @@ impl Running {
     }
 
     async fn stop(self) {
-        self.stop.send(true).expect("the pipeline listens");
+        self.stop.ask();
         let ran = tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
             .expect("the pipeline stops")

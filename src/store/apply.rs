@@ -279,7 +279,7 @@ impl Inbox {
         let mut behind = Behind::default();
         let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
         let stored = self
-            .answered(crate::positions::read(
+            .answered(super::positions::read(
                 &self.pool,
                 &self.consumer,
                 keys,

@@ -32,6 +32,7 @@ mod dlq;
 mod error;
 mod filter;
 mod pooler;
+pub mod positions;
 mod replay;
 mod schema;
 

@@ -1,0 +1,300 @@
+//! Questions to the cluster outside the consumer group's life: whether the
+//! topics exist, which group protocols the brokers offer, a topic's
+//! retention and id, a partition's offsets, one record. Each makes a client
+//! of its own, used once; none joins the group or commits.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::KafkaSettings;
+
+/// Of `topics`, those the cluster does not have (it does not create topics
+/// on demand, or the consumer would wait for one forever, saying nothing).
+pub async fn missing_topics(
+    settings: &KafkaSettings,
+    topics: &[String],
+) -> KafkaResult<Vec<String>> {
+    use rdkafka::types::RDKafkaRespErr;
+    let client: BaseConsumer = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
+    let topics = topics.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut missing = Vec::new();
+        for topic in topics {
+            let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            let unknown = metadata.topics().iter().any(|found| {
+                matches!(
+                    found.error(),
+                    Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                ) || found.partitions().is_empty()
+            });
+            if unknown {
+                missing.push(topic);
+            }
+        }
+        Ok(missing)
+    })
+    .await
+    .expect("the metadata query does not panic")
+}
+
+/// The group protocols a broker of the cluster offers, as its
+/// `group.coordinator.rebalance.protocols` says (`classic`, `consumer`);
+/// empty when the broker has no such setting (before Kafka 3.7, when no
+/// broker had the consumer protocol). librdkafka itself only finds out in
+/// its heartbeat, and then waits for a coordinator without end and without
+/// a word above debug level.
+pub async fn offered_group_protocols(settings: &KafkaSettings) -> KafkaResult<Vec<String>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
+    let admin = std::sync::Arc::new(admin);
+    let broker = {
+        let admin = admin.clone();
+        tokio::task::spawn_blocking(move || {
+            let metadata = admin
+                .inner()
+                .fetch_metadata(None, Duration::from_secs(10))?;
+            Ok::<_, KafkaError>(metadata.brokers().first().map(|b| b.id()))
+        })
+        .await
+        .expect("the metadata query does not panic")?
+    };
+    let Some(broker) = broker else {
+        return Err(KafkaError::MetadataFetch(
+            rdkafka::types::RDKafkaErrorCode::BrokerNotAvailable,
+        ));
+    };
+    let results = admin
+        .describe_configs(
+            &[ResourceSpecifier::Broker(broker)],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?;
+    let resource = results
+        .into_iter()
+        .next()
+        .ok_or(KafkaError::AdminOpCreation(
+            "no result for the broker's configuration".into(),
+        ))?
+        .map_err(KafkaError::AdminOp)?;
+    Ok(resource
+        .get("group.coordinator.rebalance.protocols")
+        .and_then(|entry| entry.value.as_deref())
+        .map(|value| {
+            value
+                .split(',')
+                .map(|protocol| protocol.trim().to_ascii_lowercase())
+                .filter(|protocol| !protocol.is_empty())
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The topic's `retention.ms` as the broker reports it; `None` for
+/// unlimited (-1) or when the broker does not say.
+pub async fn topic_retention(
+    settings: &KafkaSettings,
+    topic: &str,
+) -> KafkaResult<Option<Duration>> {
+    use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = settings
+        .client_config()
+        .create()
+        .map_err(|error| settings.scrub(error))?;
+    let results = admin
+        .describe_configs(
+            &[ResourceSpecifier::Topic(topic)],
+            &AdminOptions::new().request_timeout(Some(Duration::from_secs(10))),
+        )
+        .await?;
+    let retention_ms = results
+        .into_iter()
+        .filter_map(Result::ok)
+        .find_map(|resource| {
+            resource
+                .get("retention.ms")
+                .and_then(|entry| entry.value.as_deref()?.parse::<i64>().ok())
+        });
+    Ok(retention_ms
+        .filter(|ms| *ms >= 0)
+        .map(|ms| Duration::from_millis(ms as u64)))
+}
+
+/// The topic's id (Kafka's, from KIP-516: a topic deleted and created
+/// again under the same name has another), or `None` when the broker does
+/// not say within `timeout` (an old broker, or none reachable). Blocks.
+pub fn topic_id<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Option<uuid::Uuid> {
+    use rdkafka::bindings as rdsys;
+    let name = std::ffi::CString::new(topic).ok()?;
+    let mut names = [name.as_ptr()];
+    let rk = client.native_ptr();
+    let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: every object made here is destroyed here, after the last use
+    // of what it owns (the description belongs to the event); the client
+    // outlives the call.
+    unsafe {
+        let queue = rdsys::rd_kafka_queue_new(rk);
+        let topics = rdsys::rd_kafka_TopicCollection_of_topic_names(names.as_mut_ptr(), 1);
+        let options = rdsys::rd_kafka_AdminOptions_new(
+            rk,
+            rdsys::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+        );
+        let mut errstr = [0 as std::os::raw::c_char; 256];
+        rdsys::rd_kafka_AdminOptions_set_request_timeout(
+            options,
+            millis,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        rdsys::rd_kafka_DescribeTopics(rk, topics, options, queue);
+        let event = rdsys::rd_kafka_queue_poll(queue, millis);
+        let mut id = None;
+        if !event.is_null()
+            && rdsys::rd_kafka_event_error(event)
+                == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        {
+            let result = rdsys::rd_kafka_event_DescribeTopics_result(event);
+            let mut count = 0usize;
+            let descriptions = if result.is_null() {
+                std::ptr::null_mut()
+            } else {
+                rdsys::rd_kafka_DescribeTopics_result_topics(result, &mut count)
+            };
+            if !descriptions.is_null() && count == 1 {
+                let description = *descriptions;
+                let error = rdsys::rd_kafka_TopicDescription_error(description);
+                let found = rdsys::rd_kafka_TopicDescription_topic_id(description);
+                if (error.is_null()
+                    || rdsys::rd_kafka_error_code(error)
+                        == rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR)
+                    && !found.is_null()
+                {
+                    let high = rdsys::rd_kafka_Uuid_most_significant_bits(found) as u64;
+                    let low = rdsys::rd_kafka_Uuid_least_significant_bits(found) as u64;
+                    if high != 0 || low != 0 {
+                        id = Some(uuid::Uuid::from_u64_pair(high, low));
+                    }
+                }
+            }
+        }
+        if !event.is_null() {
+            rdsys::rd_kafka_event_destroy(event);
+        }
+        rdsys::rd_kafka_AdminOptions_destroy(options);
+        rdsys::rd_kafka_TopicCollection_destroy(topics);
+        rdsys::rd_kafka_queue_destroy(queue);
+        id
+    }
+}
+
+/// A partition as Kafka sees it, for `positions list` and `positions set`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PartitionOffsets {
+    pub partition: i32,
+    /// The log start: the earliest offset still held.
+    pub earliest: i64,
+    /// The high watermark: the offset the next record will get.
+    pub end: i64,
+    /// The group's committed offset, if any.
+    pub committed: Option<i64>,
+}
+
+/// The topic's partitions with their offsets and the group's commits (a
+/// client of the group that never joins it: nothing is consumed).
+pub async fn kafka_offsets(
+    settings: &KafkaSettings,
+    group: &str,
+    topic: &str,
+) -> Result<Vec<PartitionOffsets>, KafkaError> {
+    let config = settings.consumer_config(group);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let consumer: BaseConsumer = config.create()?;
+        let metadata = consumer.fetch_metadata(Some(&topic), timeout)?;
+        let mut list = TopicPartitionList::new();
+        for found in metadata.topics() {
+            if let Some(error) = found.error() {
+                return Err(KafkaError::MetadataFetch(error.into()));
+            }
+            for partition in found.partitions() {
+                list.add_partition(&topic, partition.id());
+            }
+        }
+        let committed = consumer.committed_offsets(list.clone(), timeout)?;
+        let mut offsets = Vec::new();
+        for element in list.elements() {
+            let (earliest, end) =
+                consumer.fetch_watermarks(&topic, element.partition(), timeout)?;
+            let committed = committed
+                .find_partition(&topic, element.partition())
+                .and_then(|e| match e.offset() {
+                    Offset::Offset(offset) => Some(offset),
+                    _ => None,
+                });
+            offsets.push(PartitionOffsets {
+                partition: element.partition(),
+                earliest,
+                end,
+                committed,
+            });
+        }
+        offsets.sort_by_key(|o| o.partition);
+        Ok(offsets)
+    })
+    .await
+    .expect("the Kafka query does not panic")
+}
+
+/// The record at `offset` of a partition, if the topic still holds it (a
+/// client of the group that never joins it or commits: nothing moves).
+pub async fn read_record(
+    settings: &KafkaSettings,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<crate::batch::InboundRecord>, KafkaError> {
+    let config = settings.consumer_config(group);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let timeout = Duration::from_secs(10);
+        let consumer: BaseConsumer = config.create()?;
+        let (earliest, end) = consumer.fetch_watermarks(&topic, partition, timeout)?;
+        if offset < earliest || offset >= end {
+            return Ok(None);
+        }
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&topic, partition, Offset::Offset(offset))?;
+        consumer.assign(&list)?;
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(500)) {
+                Some(Ok(message)) if rdkafka::Message::offset(&message) == offset => {
+                    return Ok(Some(super::to_record(&message)));
+                }
+                // A compacted or transactional gap: the offset holds none.
+                Some(Ok(_)) => return Ok(None),
+                Some(Err(error)) => return Err(error),
+                None => {}
+            }
+        }
+        Err(KafkaError::MessageConsumption(
+            rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+        ))
+    })
+    .await
+    .expect("the Kafka read does not panic")
+}
