@@ -14,7 +14,7 @@ use rdkafka::Offset;
 use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::{Phase, Pipeline, Poll};
+use super::{Event, Pipeline, Poll, State};
 use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
@@ -23,14 +23,6 @@ const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How long shutdown waits for an unavailable database before it abandons
 /// the batch in hand (uncommitted, so it is redelivered).
 pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// A batch being retried: when to try next, whether the partitions are
-/// paused, and since when a shutdown has been waiting for it.
-struct Retrying {
-    backoff: Duration,
-    paused: bool,
-    shutdown_since: Option<Instant>,
-}
 
 impl Pipeline {
     /// Applies a round of records: at most one batch per lane, of distinct
@@ -136,11 +128,8 @@ impl Pipeline {
         poll: &mut Poll,
         gone: &mut Vec<PartitionKey>,
     ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
-        let mut retrying = Retrying {
-            backoff: RETRY_BACKOFF_MIN,
-            paused: false,
-            shutdown_since: None,
-        };
+        let mut backoff = RETRY_BACKOFF_MIN;
+        let mut paused = false;
         let outcome = loop {
             if records.is_empty() {
                 break None;
@@ -155,34 +144,35 @@ impl Pipeline {
                 }
                 Err(error) => {
                     lost_answer |= error.answer_may_be_lost();
-                    let wait = jittered(retrying.backoff);
+                    poll.machine.on(Event::BatchRefused);
+                    let wait = jittered(backoff);
                     BatchRolledBack {
                         error: &error,
                         retry_in: wait,
                     }
                     .emit(&self.metrics);
-                    if poll.draining() {
-                        let since = *retrying.shutdown_since.get_or_insert_with(Instant::now);
+                    if let State::Draining { since } = poll.state() {
                         if since.elapsed() > SHUTDOWN_GRACE {
                             tracing::warn!(reason = error.retry_reason(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
                             break None;
                         }
                     }
-                    if !retrying.paused {
-                        retrying.paused = self.pause_all();
+                    if !paused {
+                        paused = self.pause_all();
                     }
                     self.wait_polling(wait, &mut records, poll, gone).await;
-                    if matches!(poll.phase, Phase::Failed(_)) {
+                    if poll.failed() {
                         // The client is done for: the batch is not
                         // committed, and its records are read again by
                         // whoever owns the partitions next.
                         break None;
                     }
-                    retrying.backoff = (retrying.backoff * 2).min(RETRY_BACKOFF_MAX);
+                    backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                 }
             }
         };
-        if retrying.paused {
+        poll.machine.on(Event::BatchSettled);
+        if paused {
             self.resume_all();
         }
         if outcome.is_some() {
@@ -208,7 +198,7 @@ impl Pipeline {
         gone: &mut Vec<PartitionKey>,
     ) {
         let until = tokio::time::Instant::now() + duration;
-        while !matches!(poll.phase, Phase::Failed(_)) {
+        while !poll.failed() {
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => break,
                 message = self.consumer.recv() => {

@@ -18,7 +18,7 @@ use crate::observe::ConsumeFailed;
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
-use super::{Phase, Pipeline, Poll};
+use super::{Event, Pipeline, Poll};
 
 impl Pipeline {
     /// Waits for the first record, then gathers up to `max_records` per lane
@@ -84,7 +84,7 @@ impl Pipeline {
             };
             match polled {
                 Some(record) => records.push(record),
-                None if matches!(poll.phase, Phase::Failed(_)) => break,
+                None if poll.failed() => break,
                 None => continue,
             }
             if deadline.is_none() {
@@ -253,7 +253,7 @@ impl Pipeline {
             }
             Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
                 tracing::error!(%error, "the Kafka consumer failed fatally; stopping it");
-                poll.phase = Phase::Failed(error);
+                poll.machine.on(Event::ClientFailed(error));
                 None
             }
             Err(error) => {

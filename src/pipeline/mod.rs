@@ -30,6 +30,7 @@
 mod apply;
 mod collect;
 mod failpoint;
+mod state;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -48,6 +49,7 @@ use crate::store::{BatchOutcome, Inbox};
 use crate::telemetry::Telemetry;
 
 use failpoint::FailPoint;
+use state::{Event, Machine, State};
 
 /// The consumer as the pipeline uses it.
 pub type InboxConsumer = StreamConsumer<InboxContext>;
@@ -121,20 +123,6 @@ impl From<rdkafka::error::KafkaError> for PipelineError {
     }
 }
 
-/// Where the loop is. Two more states are read where they apply: a batch
-/// the database refuses is retrying (`apply::Retrying`), and the loop is
-/// draining once the shutdown signal turned true ([`Poll::draining`]): the
-/// round in hand is finished (a batch the database still refuses is given
-/// up after a grace period, uncommitted), nothing new is polled, what the
-/// database has is committed, the group left.
-enum Phase {
-    /// Polling and applying rounds.
-    Consuming,
-    /// librdkafka gave up on this consumer: stop as when draining, and
-    /// `run` reports the error.
-    Failed(rdkafka::error::KafkaError),
-}
-
 /// What the loop keeps from one step to the next.
 struct Poll {
     /// Records polled but not applied yet, in poll order: left over by the
@@ -145,7 +133,8 @@ struct Poll {
     shutdown: Shutdown,
     /// When to send the offsets Kafka has not confirmed again.
     recommit: tokio::time::Interval,
-    phase: Phase,
+    /// Where the loop is (`state`): consuming, retrying, draining, failed.
+    machine: Machine,
     /// Errors the consumer returned in a row, instead of a record.
     consume_errors: u32,
     /// When to run the periodic checks (see `Pipeline::upkeep`): that the
@@ -158,14 +147,23 @@ struct Poll {
 }
 
 impl Poll {
-    /// Shutdown asked (SIGTERM/SIGINT): finish the round in hand only.
-    fn draining(&self) -> bool {
-        self.shutdown.is_asked()
+    /// The loop's state, a shutdown asked since it was last looked at
+    /// taken in first.
+    fn state(&mut self) -> &State {
+        if self.shutdown.is_asked() {
+            self.machine.on(Event::ShutdownAsked);
+        }
+        self.machine.state()
     }
 
     /// Draining or failed: no new round starts.
-    fn stopping(&self) -> bool {
-        self.draining() || matches!(self.phase, Phase::Failed(_))
+    fn stopping(&mut self) -> bool {
+        self.state().is_stopping()
+    }
+
+    /// librdkafka gave up on this consumer.
+    fn failed(&self) -> bool {
+        matches!(self.machine.state(), State::Failed(_))
     }
 }
 
@@ -178,7 +176,7 @@ impl Pipeline {
             carry: VecDeque::new(),
             shutdown,
             recommit,
-            phase: Phase::Consuming,
+            machine: Machine::new(),
             consume_errors: 0,
             upkeep: {
                 let mut every = tokio::time::interval(UPKEEP_EVERY);
@@ -237,10 +235,7 @@ impl Pipeline {
                 tracing::warn!(%error, "cannot mark the last DLQ copies as sent; the next owner sends them again");
             }
         }
-        let failed = match poll.phase {
-            Phase::Failed(error) => Some(error),
-            Phase::Consuming => None,
-        };
+        let failed = poll.machine.into_failure();
         self.close(failed.is_some());
         match failed {
             Some(error) => Err(error.into()),
