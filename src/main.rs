@@ -237,118 +237,133 @@ async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
 
 async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
     match command {
-        PositionsCommand::List { run, json } => {
-            let kafka = run.kafka_settings(std::env::vars())?;
-            let pool = store::connect(run.database.connection(), 1).await?;
-            let stored =
-                positions::list(&pool, &run.inbox_consumer_name, Some(&run.kafka_topic)).await?;
-            let offsets =
-                cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
-            if !json {
-                println!(
-                    "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  updated",
-                    "partition", "position", "earliest", "end", "kafka group"
-                );
-            }
-            for partition in &offsets {
-                let position = stored.iter().find(|p| p.partition == partition.partition);
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::json!({
-                            "topic": run.kafka_topic,
-                            "partition": partition.partition,
-                            "position": position.map(|p| p.next_offset),
-                            "updated_at": position.map(|p| p.updated_at),
-                            "earliest": partition.earliest,
-                            "end": partition.end,
-                            "committed": partition.committed,
-                        })
-                    );
-                } else {
-                    let show = |o: Option<i64>| o.map_or("-".to_owned(), |o| o.to_string());
-                    println!(
-                        "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  {}",
-                        partition.partition,
-                        show(position.map(|p| p.next_offset)),
-                        partition.earliest,
-                        partition.end,
-                        show(partition.committed),
-                        position.map_or("-".to_owned(), |p| p.updated_at.to_rfc3339())
-                    );
-                }
-            }
-        }
+        PositionsCommand::List { run, json } => positions_list(&run, json).await,
         PositionsCommand::Set {
             run,
             partitions,
             offset,
-            to_kafka,
-        } => {
-            let kafka = run.kafka_settings(std::env::vars())?;
-            let pool = store::connect(run.database.connection(), 1).await?;
-            let offsets =
-                cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
-            for wanted in &partitions {
-                if !offsets.iter().any(|o| o.partition == *wanted) {
-                    anyhow::bail!(
-                        "--partition {wanted}: {} has no such partition",
-                        run.kafka_topic
-                    );
-                }
-            }
-            // An offset past a partition's end would skip records not
-            // produced yet: refused before anything moves.
-            if let Some(OffsetTarget::At(at)) = offset {
-                if let Some(partition) = offsets.iter().find(|o| {
-                    (partitions.is_empty() || partitions.contains(&o.partition)) && at > o.end
-                }) {
-                    anyhow::bail!(
-                        "--offset {at} is past the end of partition {} ({}): nothing moved; `--offset latest` skips everything not read yet",
-                        partition.partition,
-                        partition.end
-                    );
-                }
-            }
-            let mut moved = 0;
-            for partition in &offsets {
-                if !partitions.is_empty() && !partitions.contains(&partition.partition) {
-                    continue;
-                }
-                let target = match (offset, to_kafka) {
-                    (Some(OffsetTarget::At(at)), _) => Some(at),
-                    (Some(OffsetTarget::Earliest), _) => Some(partition.earliest),
-                    (Some(OffsetTarget::Latest), _) => Some(partition.end),
-                    (None, _) => partition.committed,
-                };
-                let Some(target) = target else {
-                    println!(
-                        "partition {}: the group has no committed offset; unchanged",
-                        partition.partition
-                    );
-                    continue;
-                };
-                let before = positions::set(
-                    &pool,
-                    &run.inbox_consumer_name,
-                    &run.kafka_topic,
-                    partition.partition,
-                    target,
-                )
-                .await?;
-                moved += 1;
-                println!(
-                    "partition {}: {} -> {target}",
-                    partition.partition,
-                    before.map_or("none".to_owned(), |b| b.to_string())
-                );
-            }
+            to_kafka: _,
+        } => positions_set(&run, &partitions, offset).await,
+    }
+}
+
+/// `positions list`: each partition's position beside Kafka's offsets.
+async fn positions_list(run: &config::RunArgs, json: bool) -> anyhow::Result<()> {
+    let kafka = run.kafka_settings(std::env::vars())?;
+    let pool = store::connect(run.database.connection(), 1).await?;
+    let stored = positions::list(&pool, &run.inbox_consumer_name, Some(&run.kafka_topic)).await?;
+    let offsets = cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+    if !json {
+        println!(
+            "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  updated",
+            "partition", "position", "earliest", "end", "kafka group"
+        );
+    }
+    for partition in &offsets {
+        let position = stored.iter().find(|p| p.partition == partition.partition);
+        if json {
             println!(
-                "{moved} position(s) set; consumers read them when the partitions are next assigned"
+                "{}",
+                serde_json::json!({
+                    "topic": run.kafka_topic,
+                    "partition": partition.partition,
+                    "position": position.map(|p| p.next_offset),
+                    "updated_at": position.map(|p| p.updated_at),
+                    "earliest": partition.earliest,
+                    "end": partition.end,
+                    "committed": partition.committed,
+                })
+            );
+        } else {
+            let show = |o: Option<i64>| o.map_or("-".to_owned(), |o| o.to_string());
+            println!(
+                "{:>9}  {:>12}  {:>12}  {:>12}  {:>12}  {}",
+                partition.partition,
+                show(position.map(|p| p.next_offset)),
+                partition.earliest,
+                partition.end,
+                show(partition.committed),
+                position.map_or("-".to_owned(), |p| p.updated_at.to_rfc3339())
             );
         }
     }
     Ok(())
+}
+
+/// `positions set`: every chosen partition's position moved (checked
+/// first, so that nothing moves when one is refused).
+async fn positions_set(
+    run: &config::RunArgs,
+    partitions: &[i32],
+    offset: Option<OffsetTarget>,
+) -> anyhow::Result<()> {
+    let kafka = run.kafka_settings(std::env::vars())?;
+    let pool = store::connect(run.database.connection(), 1).await?;
+    let offsets = cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
+    let chosen = chosen_partitions(&run.kafka_topic, &offsets, partitions, offset)?;
+    let mut moved = 0;
+    for partition in chosen {
+        // Without --offset: the group's committed offset (--to-kafka).
+        let target = match offset {
+            Some(OffsetTarget::At(at)) => Some(at),
+            Some(OffsetTarget::Earliest) => Some(partition.earliest),
+            Some(OffsetTarget::Latest) => Some(partition.end),
+            None => partition.committed,
+        };
+        let Some(target) = target else {
+            println!(
+                "partition {}: the group has no committed offset; unchanged",
+                partition.partition
+            );
+            continue;
+        };
+        let before = positions::set(
+            &pool,
+            &run.inbox_consumer_name,
+            &run.kafka_topic,
+            partition.partition,
+            target,
+        )
+        .await?;
+        moved += 1;
+        println!(
+            "partition {}: {} -> {target}",
+            partition.partition,
+            before.map_or("none".to_owned(), |b| b.to_string())
+        );
+    }
+    println!("{moved} position(s) set; consumers read them when the partitions are next assigned");
+    Ok(())
+}
+
+/// The partitions `positions set` moves (all when none is named), once
+/// every named one exists and no offset is past its partition's end (it
+/// would skip records not produced yet).
+fn chosen_partitions<'a>(
+    topic: &str,
+    offsets: &'a [cluster::PartitionOffsets],
+    partitions: &[i32],
+    offset: Option<OffsetTarget>,
+) -> anyhow::Result<Vec<&'a cluster::PartitionOffsets>> {
+    for wanted in partitions {
+        if !offsets.iter().any(|o| o.partition == *wanted) {
+            anyhow::bail!("--partition {wanted}: {topic} has no such partition");
+        }
+    }
+    let chosen: Vec<_> = offsets
+        .iter()
+        .filter(|o| partitions.is_empty() || partitions.contains(&o.partition))
+        .collect();
+    if let Some(OffsetTarget::At(at)) = offset {
+        if let Some(partition) = chosen.iter().find(|o| at > o.end) {
+            anyhow::bail!(
+                "--offset {at} is past the end of partition {} ({}): nothing moved; `--offset latest` skips everything not read yet",
+                partition.partition,
+                partition.end
+            );
+        }
+    }
+    Ok(chosen)
 }
 
 async fn inbox_for(target: &config::ParkedTarget) -> anyhow::Result<Inbox> {
@@ -412,4 +427,48 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(partition: i32, end: i64) -> cluster::PartitionOffsets {
+        cluster::PartitionOffsets {
+            partition,
+            earliest: 0,
+            end,
+            committed: None,
+        }
+    }
+
+    #[test]
+    fn positions_set_moves_every_partition_unless_some_are_named() {
+        let offsets = [partition(0, 10), partition(1, 20), partition(2, 30)];
+        let all = chosen_partitions("orders", &offsets, &[], None).expect("all");
+        assert_eq!(all.len(), 3);
+        let named = chosen_partitions("orders", &offsets, &[2, 0], None).expect("named");
+        let numbers: Vec<i32> = named.iter().map(|o| o.partition).collect();
+        assert_eq!(numbers, vec![0, 2]);
+    }
+
+    #[test]
+    fn positions_set_refuses_an_unknown_partition_or_an_offset_past_the_end() {
+        let offsets = [partition(0, 10), partition(1, 20)];
+        let unknown = chosen_partitions("orders", &offsets, &[7], None).unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "--partition 7: orders has no such partition"
+        );
+        let past = chosen_partitions("orders", &offsets, &[], Some(OffsetTarget::At(15)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            past.starts_with("--offset 15 is past the end of partition 0 (10)"),
+            "{past}"
+        );
+        // Past partition 0's end, but only partition 1 is moved.
+        let fits = chosen_partitions("orders", &offsets, &[1], Some(OffsetTarget::At(15)));
+        assert_eq!(fits.expect("fits").len(), 1);
+    }
 }

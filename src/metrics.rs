@@ -108,144 +108,144 @@ impl Readiness {
     }
 }
 
+/// Makes each metric and registers it, once.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn register<M: prometheus::core::Collector + Clone + 'static>(&self, metric: M) -> M {
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("registered once");
+        metric
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.register(IntCounter::new(name, help).expect("valid metric"))
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, label: &str) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric"))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.register(IntGauge::new(name, help).expect("valid metric"))
+    }
+
+    fn gauge_vec<M: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        made: prometheus::Result<M>,
+    ) -> M {
+        self.register(made.expect("valid metric"))
+    }
+
+    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+        self.register(
+            Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
+                .expect("valid metric"),
+        )
+    }
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let counter = |name: &str, help: &str| {
-            let c = IntCounter::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("registered once");
-            c
-        };
-        let counter_vec = |name: &str, help: &str, label: &str| {
-            let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("registered once");
-            c
-        };
-        let gauge = |name: &str, help: &str| {
-            let g = IntGauge::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("registered once");
-            g
-        };
-        let histogram = |name: &str, help: &str, buckets: &[f64]| {
-            let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
-                .expect("valid metric");
-            registry
-                .register(Box::new(h.clone()))
-                .expect("registered once");
-            h
-        };
+        let add = Registrar(&registry);
         let metrics = Metrics {
-            processed: counter(
+            processed: add.counter(
                 "inbox_processed_total",
                 "Fresh events applied (ledger row written), business duplicates included.",
             ),
-            duplicate_ignored: counter(
+            duplicate_ignored: add.counter(
                 "inbox_duplicate_ignored_total",
                 "Records whose message id was already in the ledger: acknowledged, no effect.",
             ),
-            business_duplicate: counter(
+            business_duplicate: add.counter(
                 "inbox_business_duplicate_total",
                 "Fresh events whose every (order_id, sku) was already reserved.",
             ),
-            parked: counter_vec(
+            parked: add.counter_vec(
                 "inbox_parked_total",
                 "Records parked in inbox_parked, by reason code.",
                 "reason",
             ),
-            reservation_lines: counter_vec(
+            reservation_lines: add.counter_vec(
                 "inventory_reservation_lines_total",
                 "Order lines recorded, by status (reserved or rejected).",
                 "status",
             ),
-            batch_size: histogram(
+            batch_size: add.histogram(
                 "inbox_batch_size",
                 "Records per batch (one database transaction).",
                 &BATCH_SIZE_BUCKETS,
             ),
-            batch_duration: histogram(
+            batch_duration: add.histogram(
                 "inbox_batch_duration_seconds",
                 "From the first record of a batch polled to its database commit.",
                 &LATENCY_BUCKETS,
             ),
-            end_to_end_latency: histogram(
+            end_to_end_latency: add.histogram(
                 "inbox_end_to_end_latency_seconds",
                 "From the event time to the database commit that applied it.",
                 &END_TO_END_BUCKETS,
             ),
-            db_retries: counter_vec(
+            db_retries: add.counter_vec(
                 "inbox_db_retries_total",
                 "Batches rolled back by a transient database error and retried, by reason.",
                 "reason",
             ),
-            offset_commit_failures: counter(
+            offset_commit_failures: add.counter(
                 "inbox_offset_commit_failures_total",
                 "Kafka offset commits that failed (the next commit covers them).",
             ),
-            dlq_publish_failures: counter(
+            dlq_publish_failures: add.counter(
                 "inbox_dlq_publish_failures_total",
                 "Copies of parked records that could not be queued for or delivered to the DLQ topic (the parked row in the database stays).",
             ),
-            consume_errors: counter(
+            consume_errors: add.counter(
                 "inbox_consume_errors_total",
                 "Errors the Kafka consumer returned instead of a record (a fetch that fails, a topic it cannot read); the log names each.",
             ),
-            consumer_lag: {
-                let g = IntGaugeVec::new(
+            consumer_lag: add.gauge_vec(
+                IntGaugeVec::new(
                     Opts::new(
                         "inbox_consumer_lag",
                         "Records between the committed offset and the high watermark, per partition.",
                     ),
                     &["partition"],
-                )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("registered once");
-                g
-            },
-            consumer_lag_seconds: {
-                let g = prometheus::GaugeVec::new(
+                ),
+            ),
+            consumer_lag_seconds: add.gauge_vec(
+                prometheus::GaugeVec::new(
                     Opts::new(
                         "inbox_consumer_lag_seconds",
                         "Age of the oldest record of the partition this member has received and not yet applied (its Kafka timestamp to now); 0 when it holds none. Per owned partition.",
                     ),
                     &["partition"],
-                )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("registered once");
-                g
-            },
+                ),
+            ),
             lag_clock: Arc::new(LagClock::default()),
-            rebalances: counter_vec(
+            rebalances: add.counter_vec(
                 "inbox_rebalances_total",
                 "Consumer group rebalances seen by this consumer, by kind (assign, revoke).",
                 "kind",
             ),
-            id_conflicts: counter(
+            id_conflicts: add.counter(
                 "inbox_id_conflict_total",
                 "Records whose message id is in the ledger with a different payload.",
             ),
-            position_gaps: counter(
+            position_gaps: add.counter(
                 "inbox_position_gap_records_total",
                 "Records the database has no position past that the topic no longer holds (retention deleted them before a restored database could re-read them).",
             ),
-            topic_retention: gauge(
+            topic_retention: add.gauge(
                 "inbox_topic_retention_seconds",
                 "The source topic's retention.ms, in seconds (-1: unlimited or unknown).",
             ),
-            poison_breaker_open: gauge(
+            poison_breaker_open: add.gauge(
                 "inbox_poison_breaker_open",
                 "1 while the poison breaker holds consumption: too many records in a row, or too large a share, were parked; `inventory-inbox breaker resume` resumes it.",
             ),
-            ledger_filters_stale: gauge(
+            ledger_filters_stale: add.gauge(
                 "inbox_ledger_filters_stale",
                 "Closed days of the ledger (two days old or older) without a clean filter, looked up in full by every batch until maintenance builds theirs (docs/design.md#the-filter-of-closed-days); -1 until known.",
             ),
@@ -253,20 +253,24 @@ impl Metrics {
             registry,
         };
         metrics.ledger_filters_stale.set(-1);
-        // Series that exist from the start, so dashboards show zeros, not gaps.
+        metrics.start_series();
+        metrics
+    }
+
+    /// Series that exist from the start, so dashboards show zeros, not gaps.
+    fn start_series(&self) {
         for reason in ParkReason::ALL {
-            metrics.parked.with_label_values(&[reason.as_str()]);
+            self.parked.with_label_values(&[reason.as_str()]);
         }
         for status in ["reserved", "rejected"] {
-            metrics.reservation_lines.with_label_values(&[status]);
+            self.reservation_lines.with_label_values(&[status]);
         }
         for kind in ["assign", "revoke"] {
-            metrics.rebalances.with_label_values(&[kind]);
+            self.rebalances.with_label_values(&[kind]);
         }
         for reason in crate::store::RETRY_REASONS {
-            metrics.db_retries.with_label_values(&[reason]);
+            self.db_retries.with_label_values(&[reason]);
         }
-        metrics
     }
 
     /// The text exposition of every metric.
