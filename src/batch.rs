@@ -140,10 +140,11 @@ pub fn next_offsets<'a>(
 ) -> BTreeMap<PartitionKey, i64> {
     let mut next: BTreeMap<PartitionKey, i64> = BTreeMap::new();
     for record in records {
+        let after = record.offset + 1;
         let entry = next
             .entry((record.topic.clone(), record.partition))
-            .or_insert(record.offset + 1);
-        *entry = (*entry).max(record.offset + 1);
+            .or_insert(after);
+        *entry = (*entry).max(after);
     }
     next
 }

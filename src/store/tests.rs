@@ -116,6 +116,22 @@ async fn bisection_parks_only_the_refused_record(pool: PgPool) {
         .collect();
     assert_eq!(parked, [(ParkReason::DbRejected, 3)]);
     assert!(outcome.newly_parked[0].error.contains("23514"));
+    // The refused record is an event: its row names it, for the log line,
+    // the DLQ copy and the table.
+    let blocked = &events[3];
+    assert_eq!(
+        (
+            outcome.newly_parked[0].message_id,
+            outcome.newly_parked[0].order_id.as_deref()
+        ),
+        (Some(blocked.message_id), Some("BLOCKED"))
+    );
+    let stored: Option<uuid::Uuid> =
+        sqlx::query_scalar("SELECT message_id FROM inbox_parked WHERE reason = 'db_rejected'")
+            .fetch_one(&pool)
+            .await
+            .expect("the parked row");
+    assert_eq!(stored, Some(blocked.message_id));
     assert_eq!(
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
         7
@@ -128,6 +144,7 @@ async fn an_id_reused_with_another_payload_is_a_conflict_not_a_duplicate(pool: P
     let original = order("O-1", "SKU-A", 1);
     let mut reused = order("O-1", "SKU-A", 7);
     reused.message_id = original.message_id;
+    let reused_id = reused.message_id;
     inbox
         .apply(&records(&[original]), None)
         .await
@@ -142,6 +159,10 @@ async fn an_id_reused_with_another_payload_is_a_conflict_not_a_duplicate(pool: P
     assert_eq!(outcome.newly_parked.len(), 1);
     let row = &outcome.newly_parked[0];
     assert_eq!(row.reason, ParkReason::EventIdConflict);
+    assert_eq!(
+        (row.message_id, row.order_id.as_deref()),
+        (Some(reused_id), Some("O-1"))
+    );
     assert_eq!(
         row.trace_id.as_deref(),
         Some("4bf92f3577b34da6a3ce929d0e0e4736")
