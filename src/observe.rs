@@ -301,6 +301,41 @@ impl DlqCopyFailed<'_> {
     }
 }
 
+/// The poison breaker as this member sees it
+/// (`inbox_poison_breaker_open`, and `/readyz`).
+pub(crate) enum BreakerHeld<'a> {
+    /// Held: consumption paused until an operator resumes it.
+    Held { why: &'a str },
+    /// An operator resumed it (`inventory-inbox breaker resume`).
+    Resumed { by: Option<&'a str> },
+    /// No longer held here: resumed, or the consumer stops.
+    Released,
+}
+
+impl BreakerHeld<'_> {
+    pub fn emit(&self, metrics: &Metrics) {
+        let held = match self {
+            BreakerHeld::Held { why } => {
+                tracing::error!(
+                    why,
+                    "poison breaker open: consumption is held until `inventory-inbox breaker resume` (the records after it wait in Kafka; none is skipped)"
+                );
+                true
+            }
+            BreakerHeld::Resumed { by } => {
+                tracing::info!(resumed_by = by, "poison breaker resumed: consuming again");
+                return;
+            }
+            BreakerHeld::Released => false,
+        };
+        metrics.poison_breaker_open.set(i64::from(held));
+        metrics
+            .readiness
+            .breaker_open
+            .store(held, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,7 +43,7 @@ use crate::breaker::{BreakerSettings, PoisonBreaker};
 use crate::kafka::offsets::{self, CommittedOffsets};
 use crate::kafka::{Dlq, InboxContext};
 use crate::metrics::Metrics;
-use crate::observe::{CommitStep, RoundApplied};
+use crate::observe::{BreakerHeld, CommitStep, RoundApplied};
 use crate::shutdown::Shutdown;
 use crate::store::{BatchOutcome, Inbox};
 use crate::telemetry::Telemetry;
@@ -282,15 +282,7 @@ impl Pipeline {
                 tracing::warn!(%error, "cannot record the poison breaker in the database; holding all the same");
             }
         }
-        tracing::error!(
-            why,
-            "poison breaker open: consumption is held until `inventory-inbox breaker resume` (the records after it wait in Kafka; none is skipped)"
-        );
-        self.metrics.poison_breaker_open.set(1);
-        self.metrics
-            .readiness
-            .breaker_open
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        BreakerHeld::Held { why }.emit(&self.metrics);
         self.pause_all();
         let mut gone = Vec::new();
         loop {
@@ -302,10 +294,8 @@ impl Pipeline {
             match self.inbox.breaker().await {
                 Ok(Some(state)) if state.holds() => {}
                 Ok(state) => {
-                    tracing::info!(
-                        resumed_by = state.and_then(|s| s.resumed_by).as_deref(),
-                        "poison breaker resumed: consuming again"
-                    );
+                    let by = state.and_then(|s| s.resumed_by);
+                    BreakerHeld::Resumed { by: by.as_deref() }.emit(&self.metrics);
                     break;
                 }
                 Err(error) => {
@@ -315,11 +305,7 @@ impl Pipeline {
         }
         self.resume_all();
         poll.breaker.reset();
-        self.metrics.poison_breaker_open.set(0);
-        self.metrics
-            .readiness
-            .breaker_open
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        BreakerHeld::Released.emit(&self.metrics);
     }
 
     /// Commits every offset the database has, synchronously, and leaves the
