@@ -382,45 +382,7 @@ fn envelope<'a, 'v>(
     envelope: &'a Object<'v>,
 ) -> Result<(&'a Object<'v>, Attributes<'a>), Rejection> {
     let reject = |reason, detail: String| Err(Rejection::new(reason, detail));
-    match envelope.get(ENVELOPE_SPECVERSION).map(|v| v.as_str()) {
-        Some(Some(CLOUDEVENTS_SPEC_VERSION)) => {}
-        Some(Some(other)) => {
-            return reject(
-                ParkReason::UnsupportedSchemaVersion,
-                format!(
-                    "CloudEvents specversion {:?}; only {CLOUDEVENTS_SPEC_VERSION} is read",
-                    truncate(other)
-                ),
-            )
-        }
-        Some(None) => {
-            return reject(
-                ParkReason::UnsupportedSchemaVersion,
-                "CloudEvents specversion is not a string".into(),
-            )
-        }
-        None => {
-            return reject(
-                ParkReason::UnsupportedSchemaVersion,
-                "CloudEvents envelope without specversion".into(),
-            )
-        }
-    }
-    match envelope.get("type").map(|v| v.as_str()) {
-        Some(Some(EVENT_TYPE)) => {}
-        Some(Some(other)) => {
-            return reject(
-                ParkReason::UnsupportedEventType,
-                format!("type {:?}", truncate(other)),
-            )
-        }
-        _ => {
-            return reject(
-                ParkReason::UnsupportedEventType,
-                "type is missing or not a string".into(),
-            )
-        }
-    }
+    check_envelope_version_and_type(envelope)?;
     if envelope.contains_key("data_base64") {
         return reject(
             ParkReason::MalformedJson,
@@ -461,73 +423,124 @@ fn envelope<'a, 'v>(
     ))
 }
 
+/// A structured-mode envelope's `specversion` is 1.0 and its `type` is
+/// `OrderPlaced`.
+fn check_envelope_version_and_type(envelope: &Object<'_>) -> Result<(), Rejection> {
+    let reject = |reason, detail: String| Err(Rejection::new(reason, detail));
+    match envelope.get(ENVELOPE_SPECVERSION).map(|v| v.as_str()) {
+        Some(Some(CLOUDEVENTS_SPEC_VERSION)) => {}
+        Some(Some(other)) => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                format!(
+                    "CloudEvents specversion {:?}; only {CLOUDEVENTS_SPEC_VERSION} is read",
+                    truncate(other)
+                ),
+            )
+        }
+        Some(None) => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                "CloudEvents specversion is not a string".into(),
+            )
+        }
+        None => {
+            return reject(
+                ParkReason::UnsupportedSchemaVersion,
+                "CloudEvents envelope without specversion".into(),
+            )
+        }
+    }
+    match envelope.get("type").map(|v| v.as_str()) {
+        Some(Some(EVENT_TYPE)) => {}
+        Some(Some(other)) => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                format!("type {:?}", truncate(other)),
+            )
+        }
+        _ => {
+            return reject(
+                ParkReason::UnsupportedEventType,
+                "type is missing or not a string".into(),
+            )
+        }
+    }
+    Ok(())
+}
+
 /// The order of an event (the value in binary mode, `data` in structured
 /// mode), its identity and event time completed by the attributes.
 fn order(event: &Object<'_>, attributes: &Attributes<'_>) -> Result<OrderPlaced, Rejection> {
     let field = |name: &str| event.get(name);
     let message_id = message_id(field("event_id"), &attributes.id)?;
-    let with_id = |reason, detail: String| Rejection {
+    let with_id = |(reason, detail): (ParkReason, String)| Rejection {
         reason,
         detail,
         message_id: Some(message_id),
     };
-
-    // A null occurred_at is no event time of the event's: the time
-    // attribute stands in.
-    let time = &attributes.time;
-    let occurred_at = match field("occurred_at").filter(|value| !value.is_null()) {
-        Some(value) => match value.as_str() {
-            Some(text) => parse_time(text).ok_or_else(|| {
-                with_id(
-                    ParkReason::InvalidField,
-                    format!("occurred_at {:?} is not RFC 3339", truncate(text)),
-                )
-            })?,
-            None => {
-                return Err(with_id(
-                    ParkReason::InvalidField,
-                    "occurred_at is not a string".into(),
-                ))
-            }
-        },
-        None => match time.value {
-            Some(Ok(text)) => parse_time(text).ok_or_else(|| {
-                with_id(
-                    ParkReason::InvalidField,
-                    format!("{} {:?} is not RFC 3339", time.name, truncate(text)),
-                )
-            })?,
-            Some(Err(detail)) => return Err(with_id(ParkReason::InvalidField, detail.into())),
-            None => {
-                return Err(with_id(
-                    ParkReason::MissingEventTime,
-                    format!("neither occurred_at nor {}", time.name),
-                ))
-            }
-        },
-    };
-
+    let occurred_at = occurred_at(field("occurred_at"), &attributes.time).map_err(with_id)?;
     let order_id = match field("order_id").and_then(|v| v.as_str()) {
         Some(id) if is_identifier(id) => id.to_owned(),
         _ => {
-            return Err(with_id(
+            return Err(with_id((
                 ParkReason::InvalidField,
                 "order_id must be 1-128 chars of [A-Za-z0-9._:-]".into(),
-            ))
+            )))
         }
     };
+    let lines = order_lines(field("lines")).map_err(with_id)?;
+    Ok(OrderPlaced {
+        message_id,
+        order_id,
+        occurred_at,
+        lines,
+    })
+}
 
-    let Some(raw_lines) = field("lines").and_then(|v| v.as_array()) else {
-        return Err(with_id(
-            ParkReason::InvalidField,
-            "lines is missing or not an array".into(),
-        ));
+/// The event time: `occurred_at`, or the time attribute where it is
+/// missing or null (a null occurred_at is no event time of the event's).
+fn occurred_at(
+    value: Option<&BorrowedValue<'_>>,
+    time: &Attribute<'_>,
+) -> Result<DateTime<Utc>, (ParkReason, String)> {
+    let invalid = |detail: String| (ParkReason::InvalidField, detail);
+    match value.filter(|value| !value.is_null()) {
+        Some(value) => match value.as_str() {
+            Some(text) => parse_time(text).ok_or_else(|| {
+                invalid(format!("occurred_at {:?} is not RFC 3339", truncate(text)))
+            }),
+            None => Err(invalid("occurred_at is not a string".into())),
+        },
+        None => match time.value {
+            Some(Ok(text)) => parse_time(text).ok_or_else(|| {
+                invalid(format!(
+                    "{} {:?} is not RFC 3339",
+                    time.name,
+                    truncate(text)
+                ))
+            }),
+            Some(Err(detail)) => Err(invalid(detail.into())),
+            None => Err((
+                ParkReason::MissingEventTime,
+                format!("neither occurred_at nor {}", time.name),
+            )),
+        },
+    }
+}
+
+/// The order's lines: 1 to `MAX_LINES`, each a valid SKU (none twice) and
+/// a quantity in 1 to `MAX_QUANTITY`.
+fn order_lines(value: Option<&BorrowedValue<'_>>) -> Result<Vec<OrderLine>, (ParkReason, String)> {
+    let invalid = |detail: String| (ParkReason::InvalidField, detail);
+    let Some(raw_lines) = value.and_then(|v| v.as_array()) else {
+        return Err(invalid("lines is missing or not an array".into()));
     };
     if raw_lines.is_empty() || raw_lines.len() > MAX_LINES {
-        return Err(with_id(
-            ParkReason::InvalidField,
-            format!("an order has 1-{MAX_LINES} lines, not {}", raw_lines.len()),
-        ));
+        return Err(invalid(format!(
+            "an order has 1-{MAX_LINES} lines, not {}",
+            raw_lines.len()
+        )));
     }
     let mut lines = Vec::with_capacity(raw_lines.len());
     let mut skus = HashSet::with_capacity(raw_lines.len());
@@ -535,39 +548,28 @@ fn order(event: &Object<'_>, attributes: &Attributes<'_>) -> Result<OrderPlaced,
         let sku = match raw.get("sku").and_then(|v| v.as_str()) {
             Some(sku) if is_identifier(sku) => sku,
             _ => {
-                return Err(with_id(
-                    ParkReason::InvalidField,
-                    format!("lines[{index}].sku must be 1-128 chars of [A-Za-z0-9._:-]"),
-                ))
+                return Err(invalid(format!(
+                    "lines[{index}].sku must be 1-128 chars of [A-Za-z0-9._:-]"
+                )))
             }
         };
         let quantity = match raw.get("quantity").and_then(|v| v.as_i64()) {
             Some(q) if (1..=i64::from(MAX_QUANTITY)).contains(&q) => q as i32,
             _ => {
-                return Err(with_id(
-                    ParkReason::InvalidField,
-                    format!("lines[{index}].quantity must be an integer in 1-{MAX_QUANTITY}"),
-                ))
+                return Err(invalid(format!(
+                    "lines[{index}].quantity must be an integer in 1-{MAX_QUANTITY}"
+                )))
             }
         };
         if !skus.insert(sku) {
-            return Err(with_id(
-                ParkReason::InvalidField,
-                format!("sku {sku:?} appears more than once"),
-            ));
+            return Err(invalid(format!("sku {sku:?} appears more than once")));
         }
         lines.push(OrderLine {
             sku: sku.to_owned(),
             quantity,
         });
     }
-
-    Ok(OrderPlaced {
-        message_id,
-        order_id,
-        occurred_at,
-        lines,
-    })
+    Ok(lines)
 }
 
 /// The dedup identity: the id attribute (`ce_id`, or the envelope's `id`)
