@@ -103,21 +103,9 @@ async fn consume_until_shutdown(
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone())
         .answer_within(args.database.answer_within())
         .with_dlq_copies(!args.dlq_topic.trim().is_empty());
-    // The dedup window must be known before the first batch; wait for the
-    // database rather than failing a pod that starts before it.
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match maintain_and_load(&pool, &inbox, args).await {
-            Ok(()) => break,
-            // Stopped before the database ever answered: nothing to drain.
-            Err(store::StoreError::Transient { .. }) if shutdown.is_asked() => return Ok(()),
-            Err(error @ store::StoreError::Transient { .. }) => {
-                tracing::warn!(%error, "the database did not answer the start-up checks; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-            Err(error) => return Err(error.into()),
-        }
+    if !database_ready(&pool, &inbox, args, &shutdown).await? {
+        // Stopped before the database ever answered: nothing to drain.
+        return Ok(());
     }
     metrics
         .readiness
@@ -162,6 +150,31 @@ async fn consume_until_shutdown(
                 }
             }
             result => return result.map_err(Into::into),
+        }
+    }
+}
+
+/// The start-up checks and maintenance, waited for: the dedup window must
+/// be known before the first batch, and a pod that starts before its
+/// database waits for it rather than failing. False when shutdown came
+/// before the database answered.
+async fn database_ready(
+    pool: &store::DbPool,
+    inbox: &Inbox,
+    args: &RunArgs,
+    shutdown: &Shutdown,
+) -> Result<bool, store::StoreError> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match maintain_and_load(pool, inbox, args).await {
+            Ok(()) => return Ok(true),
+            Err(store::StoreError::Transient { .. }) if shutdown.is_asked() => return Ok(false),
+            Err(error @ store::StoreError::Transient { .. }) => {
+                tracing::warn!(%error, "the database did not answer the start-up checks; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(error),
         }
     }
 }

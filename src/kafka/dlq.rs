@@ -109,38 +109,7 @@ impl Dlq {
                     continue;
                 }
             }
-            let mut headers = OwnedHeaders::new();
-            // Secrets are redacted in the copy as in the parked row.
-            for header in &crate::parked::redacted(&record.headers) {
-                headers = headers.insert(KafkaHeader {
-                    key: &header.key,
-                    value: header.value.as_deref(),
-                });
-            }
-            let partition = row.partition.to_string();
-            let offset = row.offset.to_string();
-            for (key, value) in [
-                (dlq_headers::REASON, row.reason.as_str()),
-                (dlq_headers::ERROR, row.error.as_str()),
-                (dlq_headers::SOURCE_TOPIC, row.topic.as_str()),
-                (dlq_headers::SOURCE_PARTITION, partition.as_str()),
-                (dlq_headers::SOURCE_OFFSET, offset.as_str()),
-            ]
-            .into_iter()
-            .chain(
-                row.trace_id
-                    .as_deref()
-                    .map(|id| (dlq_headers::TRACE_ID, id)),
-            )
-            .chain(
-                self.omit_payload
-                    .then_some((dlq_headers::PAYLOAD, "omitted")),
-            ) {
-                headers = headers.insert(KafkaHeader {
-                    key,
-                    value: Some(value),
-                });
-            }
+            let headers = self.copy_headers(row, record);
             let mut copy = FutureRecord::<[u8], [u8]>::to(&self.topic).headers(headers);
             if let Some(payload) = record.payload.as_deref().filter(|_| !self.omit_payload) {
                 copy = copy.payload(payload);
@@ -186,6 +155,45 @@ impl Dlq {
                 }
             }
         }
+    }
+
+    /// A copy's headers: the record's own (secrets redacted, as in the
+    /// parked row), then the reason, the source position and, when there
+    /// are, the batch's trace id and the payload's omission.
+    fn copy_headers(&self, row: &ParkedRow, record: &InboundRecord) -> OwnedHeaders {
+        let mut headers = OwnedHeaders::new();
+        // Secrets are redacted in the copy as in the parked row.
+        for header in &crate::parked::redacted(&record.headers) {
+            headers = headers.insert(KafkaHeader {
+                key: &header.key,
+                value: header.value.as_deref(),
+            });
+        }
+        let partition = row.partition.to_string();
+        let offset = row.offset.to_string();
+        for (key, value) in [
+            (dlq_headers::REASON, row.reason.as_str()),
+            (dlq_headers::ERROR, row.error.as_str()),
+            (dlq_headers::SOURCE_TOPIC, row.topic.as_str()),
+            (dlq_headers::SOURCE_PARTITION, partition.as_str()),
+            (dlq_headers::SOURCE_OFFSET, offset.as_str()),
+        ]
+        .into_iter()
+        .chain(
+            row.trace_id
+                .as_deref()
+                .map(|id| (dlq_headers::TRACE_ID, id)),
+        )
+        .chain(
+            self.omit_payload
+                .then_some((dlq_headers::PAYLOAD, "omitted")),
+        ) {
+            headers = headers.insert(KafkaHeader {
+                key,
+                value: Some(value),
+            });
+        }
+        headers
     }
 
     /// Waits (bounded) for queued copies before the process exits.
