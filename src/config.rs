@@ -551,6 +551,42 @@ impl RunArgs {
         environment: impl IntoIterator<Item = (String, String)>,
     ) -> Result<KafkaSettings, ConfigError> {
         self.database.validate()?;
+        self.check_names()?;
+        let properties = self.operator_properties(environment)?;
+        let settings = KafkaSettings {
+            group_protocol: self.group_protocol,
+            bootstrap_servers: self.kafka_bootstrap_servers.clone(),
+            properties: properties
+                .iter()
+                .map(|(k, v, _)| (k.clone(), v.clone()))
+                .collect(),
+        };
+        // librdkafka checks each property's name and value as it takes it:
+        // a mistake is one line naming where the property came from, before
+        // anything connects, and never its value.
+        if let Err(error) = settings
+            .consumer_config(&self.kafka_group_id)
+            .create_native_config()
+        {
+            let error = settings.scrub(error);
+            let message = match &error {
+                rdkafka::error::KafkaError::ClientConfig(_, description, key, _) => {
+                    let origin = properties
+                        .iter()
+                        .find(|(k, _, _)| k == key)
+                        .map_or("KAFKA_PROPERTY_*", |(_, _, origin)| origin.as_str());
+                    format!("{origin}: {description} (value not shown)")
+                }
+                other => format!("KAFKA_PROPERTY_*: {other}"),
+            };
+            return Err(ConfigError(message));
+        }
+        Ok(settings)
+    }
+
+    /// The names every client needs are there, and the topics are topic
+    /// names (the DLQ topic not the one read).
+    fn check_names(&self) -> Result<(), ConfigError> {
         for (name, value) in [
             ("KAFKA_BOOTSTRAP_SERVERS", &self.kafka_bootstrap_servers),
             ("KAFKA_TOPIC", &self.kafka_topic),
@@ -576,6 +612,16 @@ impl RunArgs {
                 "DLQ_TOPIC is KAFKA_TOPIC: copies of parked records would be read again and parked again, without end".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The operator's librdkafka properties (`KAFKA_PROPERTY_*`, then
+    /// `--kafka-property`), each with where it came from, refused when the
+    /// service manages it or the group protocol forbids it.
+    fn operator_properties(
+        &self,
+        environment: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Vec<(String, String, String)>, ConfigError> {
         let mut properties = Vec::new();
         for (name, value) in environment {
             if let Some(suffix) = name.strip_prefix(KAFKA_PROPERTY_PREFIX) {
@@ -621,35 +667,7 @@ impl RunArgs {
                 )));
             }
         }
-        let settings = KafkaSettings {
-            group_protocol: self.group_protocol,
-            bootstrap_servers: self.kafka_bootstrap_servers.clone(),
-            properties: properties
-                .iter()
-                .map(|(k, v, _)| (k.clone(), v.clone()))
-                .collect(),
-        };
-        // librdkafka checks each property's name and value as it takes it:
-        // a mistake is one line naming where the property came from, before
-        // anything connects, and never its value.
-        if let Err(error) = settings
-            .consumer_config(&self.kafka_group_id)
-            .create_native_config()
-        {
-            let error = settings.scrub(error);
-            let message = match &error {
-                rdkafka::error::KafkaError::ClientConfig(_, description, key, _) => {
-                    let origin = properties
-                        .iter()
-                        .find(|(k, _, _)| k == key)
-                        .map_or("KAFKA_PROPERTY_*", |(_, _, origin)| origin.as_str());
-                    format!("{origin}: {description} (value not shown)")
-                }
-                other => format!("KAFKA_PROPERTY_*: {other}"),
-            };
-            return Err(ConfigError(message));
-        }
-        Ok(settings)
+        Ok(properties)
     }
 }
 
