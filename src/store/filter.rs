@@ -110,100 +110,17 @@ pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBui
     // for any lifetime of `pool` (a spawned task awaits it).
     async move {
         sqlx::query(super::schema::CLOSE_DAYS).execute(pool).await?;
-        let waiting_since = Instant::now();
-        let day = loop {
-            let Some((day, ready)) = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
-                .fetch_optional(pool)
-                .await?
-            else {
-                lay_out(pool).await?;
-                return Ok(None);
-            };
-            if ready {
-                break day;
-            }
-            if waiting_since.elapsed() >= READY_WAIT {
-                lay_out(pool).await?;
-                return Ok(None);
-            }
-            tokio::time::sleep(READY_POLL).await;
+        let Some(day) = next_ready_day(pool).await? else {
+            lay_out(pool).await?;
+            return Ok(None);
         };
         let started = Instant::now();
         let mut connection = pool.connect_own().await?;
-        // One snapshot for the count of late writes and the ids: a row it does
-        // not hold was committed later, and counted as a late write then (a
-        // transaction that could write the day uncounted is older than the
-        // day's closed_xid, and the snapshot's oldest running one is not).
-        connection
-            .execute(
-                pool.begin_statement(
-                    "ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-                    NO_STATEMENT_TIMEOUT,
-                )
-                .as_str(),
-            )
-            .await?;
-        let claim: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1)
-             FROM inbox_ledger_filter f
-             WHERE f.event_day = $1
-               AND pg_snapshot_xmin(pg_current_snapshot()) >= f.closed_xid
-               AND pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))",
-        )
-        .bind(day)
-        .persistent(pool.prepares())
-        .fetch_optional(&mut connection)
-        .await?;
-        let Some((late_writes, ids)) = claim else {
-            connection.execute("ROLLBACK").await?;
+        let Some((late_writes, ids, filter)) = read_day(pool, &mut connection, day).await? else {
             connection.close().await?;
             return Ok(None);
         };
-        let mut filter = Words::for_ids(ids);
-        // Through a cursor, a page at a time: the day may not fit in memory
-        // as rows.
-        sqlx::query(READ_DAY)
-            .bind(day)
-            .persistent(pool.prepares())
-            .execute(&mut connection)
-            .await?;
-        loop {
-            let page: Vec<(i64, i64)> = sqlx::query_as(FETCH_PAGE)
-                .persistent(pool.prepares())
-                .fetch_all(&mut connection)
-                .await?;
-            for (h1, h2) in &page {
-                filter.insert(*h1, *h2);
-            }
-            if page.is_empty() {
-                break;
-            }
-        }
-        connection.execute("COMMIT").await?;
-
-        connection.execute(begin(pool).as_str()).await?;
-        // A statement's chunks at a time: the filter is in memory once.
-        let rows = filter.chunk_rows();
-        for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
-            let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
-            sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
-                .bind(day)
-                .bind(first)
-                .bind(part)
-                .persistent(pool.prepares())
-                .execute(&mut connection)
-                .await?;
-        }
-        let words = filter.words.len();
-        sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4)")
-            .bind(day)
-            .bind(late_writes)
-            .bind(ids)
-            .bind(i64::try_from(words).unwrap_or(i64::MAX))
-            .persistent(pool.prepares())
-            .execute(&mut connection)
-            .await?;
-        connection.execute("COMMIT").await?;
+        let words = publish(pool, &mut connection, day, (late_writes, ids), &filter).await?;
         // The slots once no other day is ready to build: each lay-out
         // writes every day's filter again.
         let another_ready = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
@@ -222,6 +139,124 @@ pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBui
         }))
     }
     .boxed()
+}
+
+/// The next closed day whose filter is to be built, once it is ready (no
+/// transaction that could still write it is running), waiting for that at
+/// most `READY_WAIT`; `None` when there is no such day, or it is not ready
+/// in time.
+async fn next_ready_day(pool: &DbPool) -> Result<Option<NaiveDate>, StoreError> {
+    let waiting_since = Instant::now();
+    loop {
+        let Some((day, ready)) = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
+            .fetch_optional(pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        if ready {
+            return Ok(Some(day));
+        }
+        if waiting_since.elapsed() >= READY_WAIT {
+            return Ok(None);
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+/// The late writes counted, the ids and the day's filter, in one
+/// snapshot; `None` when another instance is building a filter now, or the
+/// snapshot could still miss a write of the day.
+async fn read_day(
+    pool: &DbPool,
+    connection: &mut PgConnection,
+    day: NaiveDate,
+) -> Result<Option<(i64, i64, Words)>, StoreError> {
+    // One snapshot for the count of late writes and the ids: a row it does
+    // not hold was committed later, and counted as a late write then (a
+    // transaction that could write the day uncounted is older than the
+    // day's closed_xid, and the snapshot's oldest running one is not).
+    connection
+        .execute(
+            pool.begin_statement(
+                "ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                NO_STATEMENT_TIMEOUT,
+            )
+            .as_str(),
+        )
+        .await?;
+    let claim: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1)
+         FROM inbox_ledger_filter f
+         WHERE f.event_day = $1
+           AND pg_snapshot_xmin(pg_current_snapshot()) >= f.closed_xid
+           AND pg_try_advisory_xact_lock(hashtext('inventory-inbox:filter'))",
+    )
+    .bind(day)
+    .persistent(pool.prepares())
+    .fetch_optional(&mut *connection)
+    .await?;
+    let Some((late_writes, ids)) = claim else {
+        connection.execute("ROLLBACK").await?;
+        return Ok(None);
+    };
+    let mut filter = Words::for_ids(ids);
+    // Through a cursor, a page at a time: the day may not fit in memory
+    // as rows.
+    sqlx::query(READ_DAY)
+        .bind(day)
+        .persistent(pool.prepares())
+        .execute(&mut *connection)
+        .await?;
+    loop {
+        let page: Vec<(i64, i64)> = sqlx::query_as(FETCH_PAGE)
+            .persistent(pool.prepares())
+            .fetch_all(&mut *connection)
+            .await?;
+        for (h1, h2) in &page {
+            filter.insert(*h1, *h2);
+        }
+        if page.is_empty() {
+            break;
+        }
+    }
+    connection.execute("COMMIT").await?;
+    Ok(Some((late_writes, ids, filter)))
+}
+
+/// Writes the day's filter, a statement's chunks at a time (the filter is
+/// in memory once), and publishes it in the same transaction. Returns its
+/// words.
+async fn publish(
+    pool: &DbPool,
+    connection: &mut PgConnection,
+    day: NaiveDate,
+    (late_writes, ids): (i64, i64),
+    filter: &Words,
+) -> Result<usize, StoreError> {
+    connection.execute(begin(pool).as_str()).await?;
+    let rows = filter.chunk_rows();
+    for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
+        let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
+        sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
+            .bind(day)
+            .bind(first)
+            .bind(part)
+            .persistent(pool.prepares())
+            .execute(&mut *connection)
+            .await?;
+    }
+    let words = filter.words.len();
+    sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4)")
+        .bind(day)
+        .bind(late_writes)
+        .bind(ids)
+        .bind(i64::try_from(words).unwrap_or(i64::MAX))
+        .persistent(pool.prepares())
+        .execute(&mut *connection)
+        .await?;
+    connection.execute("COMMIT").await?;
+    Ok(words)
 }
 
 /// What begins a transaction of a build or a lay-out, on its own
