@@ -18,8 +18,8 @@
 //! - [`batch`]: a poll's records classified, and their offsets (pure).
 //! - [`parked`]: what a parked record keeps, secrets redacted (pure).
 //! - [`breaker`]: the poison breaker, fed each record's fate (pure).
-//! - [`store`]: the one statement per batch (one round trip), migrations,
-//!   maintenance.
+//! - [`store`]: the one statement per batch (one round trip), positions,
+//!   migrations, maintenance.
 //! - [`observe`]: each operational event, its log line and metrics together.
 //! - [`shutdown`]: stopping, as one small type passed down.
 //! - [`kafka`]: settings, the offset-commit path, rebalances, where
