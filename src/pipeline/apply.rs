@@ -14,7 +14,7 @@ use rdkafka::Offset;
 use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::{Event, Pipeline, Poll, State};
+use super::{drop_partitions, Event, Pipeline, Poll, State};
 use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
@@ -79,7 +79,7 @@ impl Pipeline {
             if let StoreError::PositionBehind(behind) = &error {
                 self.read_again(behind, &mut batch, &mut poll.carry);
             }
-            batch.retain(|r| !gone.iter().any(|(t, p)| *t == r.topic && *p == r.partition));
+            drop_partitions(&gone, &mut batch, &mut VecDeque::new());
             let lost_answer = error.answer_may_be_lost();
             match self
                 .apply_with_retry(batch, lost_answer, poll, &mut gone)
@@ -274,9 +274,8 @@ impl Pipeline {
             self.offsets
                 .rewind(&(topic.to_owned(), *partition), *position);
         }
-        let again = |r: &InboundRecord| positions.contains_key(&(r.topic.clone(), r.partition));
-        records.retain(|r| !again(r));
-        carry.retain(|r| !again(r));
+        let again: Vec<PartitionKey> = positions.keys().cloned().collect();
+        drop_partitions(&again, records, carry);
         self.metrics
             .lag_clock
             .holding(records.iter().chain(carry.iter()));

@@ -18,7 +18,7 @@ use crate::observe::ConsumeFailed;
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
-use super::{Event, Pipeline, Poll};
+use super::{drop_partitions, Event, Pipeline, Poll};
 
 impl Pipeline {
     /// Waits for the first record, then gathers up to `max_records` per lane
@@ -287,16 +287,7 @@ impl Pipeline {
         carry: &mut VecDeque<InboundRecord>,
     ) -> Vec<PartitionKey> {
         let revoked = self.offsets.take_revoked();
-        if revoked.is_empty() {
-            return revoked;
-        }
-        let gone = |r: &InboundRecord| {
-            revoked
-                .iter()
-                .any(|(t, p)| *t == r.topic && *p == r.partition)
-        };
-        records.retain(|r| !gone(r));
-        carry.retain(|r| !gone(r));
+        drop_partitions(&revoked, records, carry);
         revoked
     }
 }

@@ -369,6 +369,26 @@ impl Pipeline {
     }
 }
 
+/// Drops the held records (`records`, and `carry`) of `partitions`: their
+/// reading goes on elsewhere (their new owner's after a revoke, or from the
+/// database's position after it went back).
+fn drop_partitions(
+    partitions: &[batch::PartitionKey],
+    records: &mut Vec<InboundRecord>,
+    carry: &mut VecDeque<InboundRecord>,
+) {
+    if partitions.is_empty() {
+        return;
+    }
+    let dropped = |r: &InboundRecord| {
+        partitions
+            .iter()
+            .any(|(topic, partition)| *topic == r.topic && *partition == r.partition)
+    };
+    records.retain(|r| !dropped(r));
+    carry.retain(|r| !dropped(r));
+}
+
 /// Feeds the breaker each record of a round, in poll order: parked (now or
 /// by an earlier delivery) or not. Why it opens, when it does.
 fn tripped(
