@@ -949,6 +949,14 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_of_exactly_64_kib_is_read() {
+        // The sample event, padded with spaces to the limit.
+        let mut payload = sample().to_json();
+        payload.resize(MAX_PAYLOAD_BYTES, b' ');
+        assert_eq!(decode(Some(&payload), &[]), Ok(sample()));
+    }
+
+    #[test]
     fn missing_event_id_is_parked() {
         assert_eq!(
             with(|o| {
@@ -1139,7 +1147,10 @@ mod tests {
         assert_eq!(codes.len(), ParkReason::ALL.len());
         for reason in ParkReason::ALL {
             assert_eq!(ParkReason::from_code(reason.as_str()), Some(reason));
+            // Log lines name a reason by its code, as the table stores it.
+            assert_eq!(reason.to_string(), reason.as_str());
         }
+        assert_eq!(ParkReason::from_code("no_such_reason"), None);
     }
 
     #[test]
