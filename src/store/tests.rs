@@ -1332,3 +1332,96 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
     other.expect("the other lane makes the topic's code without a deadlock");
     assert_eq!(applied.expect("applied").processed, 1);
 }
+
+#[sqlx::test(migrations = false)]
+async fn the_poison_breaker_holds_from_its_opening_until_resumed_once(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[]).await;
+    let other = Inbox::new(inbox.pool().clone(), "another-consumer".into());
+    assert_eq!(inbox.breaker().await.expect("read"), None);
+
+    inbox.open_breaker("5 parked in a row").await.expect("open");
+    let held = inbox.breaker().await.expect("read").expect("opened");
+    assert!(held.holds());
+    assert_eq!(
+        (held.reason.as_str(), held.resumed_by.as_deref()),
+        ("5 parked in a row", None)
+    );
+    assert_eq!(
+        other.breaker().await.expect("read"),
+        None,
+        "one consumer's own"
+    );
+
+    let resumed = resume_breaker(inbox.pool(), inbox.consumer())
+        .await
+        .expect("resume")
+        .expect("it held");
+    assert!(!resumed.holds());
+    assert_eq!(resumed.reason, "5 parked in a row");
+    assert_eq!(resumed.resumed_by.as_deref(), Some("inventory"));
+    assert!(!inbox.breaker().await.expect("read").expect("kept").holds());
+    assert_eq!(
+        resume_breaker(inbox.pool(), inbox.consumer())
+            .await
+            .expect("resume"),
+        None,
+        "nothing held: nothing resumed"
+    );
+
+    // Tripped again: held again, for the new reason.
+    inbox
+        .open_breaker("half of 100 parked")
+        .await
+        .expect("open");
+    let again = inbox.breaker().await.expect("read").expect("opened");
+    assert!(again.holds());
+    assert_eq!(again.reason, "half of 100 parked");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_parked_records_dlq_copy_is_owed_until_marked_sent(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 10)])
+        .await
+        .with_dlq_copies(true);
+    let mut batch = records(&[order("O-1", "SKU-A", 1), order("O-2", "SKU-A", 1)]);
+    batch[1].payload = Some(b"{not json".to_vec());
+    batch[1].key = Some(b"O-2".to_vec());
+    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    let id = outcome.newly_parked[0].id.expect("the parked row's id");
+    let partition = (batch[1].topic.clone(), batch[1].partition);
+
+    let owed = inbox
+        .copies_owed(std::slice::from_ref(&partition), &[])
+        .await
+        .expect("owed");
+    assert_eq!(owed.len(), 1);
+    let (row, record) = &owed[0];
+    assert_eq!(
+        (row.id, row.reason, record.offset, record.payload.as_deref()),
+        (
+            Some(id),
+            ParkReason::MalformedJson,
+            1,
+            Some(&b"{not json"[..])
+        )
+    );
+    assert_eq!(record.key.as_deref(), Some(&b"O-2"[..]));
+    // A copy on its way is not owed again; another partition owes nothing.
+    assert!(inbox
+        .copies_owed(std::slice::from_ref(&partition), &[id])
+        .await
+        .expect("owed")
+        .is_empty());
+    assert!(inbox
+        .copies_owed(&[(partition.0.clone(), partition.1 + 1)], &[])
+        .await
+        .expect("owed")
+        .is_empty());
+
+    inbox.copies_sent(&[id]).await.expect("sent");
+    assert!(inbox
+        .copies_owed(std::slice::from_ref(&partition), &[])
+        .await
+        .expect("owed")
+        .is_empty());
+}
