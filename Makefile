@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify defects explore fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | compat | verify | defects | explore | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -69,6 +69,14 @@ verify: deps services-up
 # check must fail on it (scripts/reintroduced-defects.sh; DEFECT_CASES).
 defects: deps services-up
 	scripts/reintroduced-defects.sh
+
+# cargo-mutants on src/batch.rs, src/event.rs and src/store/ (or
+# MUTANTS_FILES), judged by the in-process tests and the model check
+# (scripts/mutants.sh): the share of mutants caught per file, in
+# .local/mutants/report.md. Hours; MUTANTS_ITERATE=1 goes on after a run
+# cut short. Not beside make test.
+mutants: deps services-up
+	scripts/mutants.sh
 
 # Seeded fault schedules against the real system under load, the database
 # checked against the reference model fed with what the topic holds

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# make mutants: cargo-mutants on the code the in-process tests guard
+# (MUTANTS_FILES, default src/batch.rs src/event.rs src/store/*.rs): each
+# mutant is built and judged by the library's tests (the store's on a fresh
+# database each) and the model check of the store (tests/model_store.rs).
+# A mutant the tests let through is "missed"; the table of each file's
+# caught, missed, timed-out and unviable mutants is written to
+# .local/mutants/report.md, the lists to .local/mutants/mutants.out/.
+#
+#   MUTANTS_FILES    the files to mutate (globs as cargo-mutants takes them)
+#   MUTANTS_ITERATE  1: skip the mutants an earlier run here already caught
+#                    (a run cut short goes on where it was)
+#
+# The mutated copy is a git worktree in .local/mutants/tree at this commit
+# (with the work tree's own changes), with its own target directory: the
+# first build is a full one. A mutant takes about a minute on two cores
+# (the store's tests make a database each), so the default files are hours:
+# name fewer. Not beside `make test`: the library's tests use the same
+# database names in both, and make test's prune drops them. Installs
+# cargo-mutants (pinned) when it is missing.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+VERSION=27.1.0
+out=.local/mutants
+tree=$out/tree
+files=${MUTANTS_FILES:-src/batch.rs src/event.rs src/store/*.rs}
+mkdir -p "$out"
+if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
+    cargo install --locked cargo-mutants --version "$VERSION"
+fi
+if [[ ! -e $tree/.git ]]; then
+    rm -rf "$tree"
+    git worktree prune
+    git worktree add --detach "$tree" HEAD >/dev/null
+fi
+git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
+git diff HEAD | git -C "$tree" apply --allow-empty
+
+args=(--in-place --output "$REPO/$out" --minimum-test-timeout 120
+      -C --lib -C --test=model_store)
+[[ ${MUTANTS_ITERATE:-0} == 1 ]] && args+=(--iterate)
+for file in $files; do
+    args+=(--file "$file")
+done
+status=0
+(cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" cargo mutants "${args[@]}") || status=$?
+
+# Exit 2 is "some mutants were missed": a finding, not a failure to run.
+results=$out/mutants.out
+{
+    echo "| file | caught | missed | timeout | unviable | caught of the viable |"
+    echo "|---|---|---|---|---|---|"
+    for file in $(cat "$results"/{caught,missed,timeout,unviable}.txt | cut -d: -f1 | sort -u); do
+        count() { grep -c "^$file:" "$results/$1.txt" || true; }
+        caught=$(count caught) missed=$(count missed) timeout=$(count timeout) unviable=$(count unviable)
+        viable=$((caught + missed + timeout))
+        share=$(( viable > 0 ? 100 * (caught + timeout) / viable : 0 ))
+        echo "| $file | $caught | $missed | $timeout | $unviable | $share % |"
+    done
+} > "$out/report.md"
+cat "$out/report.md"
+echo "missed: $results/missed.txt"
+[[ $status == 0 || $status == 2 ]]
