@@ -40,7 +40,17 @@ git diff HEAD | git -C "$tree" apply --allow-empty
 
 args=(--in-place --output "$REPO/$out" --minimum-test-timeout 120
       -C --lib -C --test=model_store)
-[[ ${MUTANTS_ITERATE:-0} == 1 ]] && args+=(--iterate)
+results=$out/mutants.out
+# An iterating run tests only what was not caught before and lists only
+# that: what earlier runs caught, or found unviable, is kept to be counted.
+kept=$out/kept
+rm -rf "$kept" && mkdir -p "$kept"
+if [[ ${MUTANTS_ITERATE:-0} == 1 ]]; then
+    args+=(--iterate)
+    for kind in caught unviable; do
+        cp "$results/$kind.txt" "$kept/" 2>/dev/null || true
+    done
+fi
 for file in $files; do
     args+=(--file "$file")
 done
@@ -48,7 +58,10 @@ status=0
 (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" cargo mutants "${args[@]}") || status=$?
 
 # Exit 2 is "some mutants were missed": a finding, not a failure to run.
-results=$out/mutants.out
+for kind in caught unviable; do
+    touch "$kept/$kind.txt"
+    sort -u "$results/$kind.txt" "$kept/$kind.txt" -o "$results/$kind.txt"
+done
 {
     echo "| file | caught | missed | timeout | unviable | caught of the viable |"
     echo "|---|---|---|---|---|---|"
