@@ -38,7 +38,9 @@ fi
 git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
 git diff HEAD | git -C "$tree" apply --allow-empty
 
-args=(--in-place --output "$REPO/$out" --minimum-test-timeout 120
+# A mutant that makes the tests hang is caught once it takes 2.5 times the
+# unmutated tests' time (at least a minute), not the default 5 times.
+args=(--in-place --output "$REPO/$out" --timeout-multiplier 2.5 --minimum-test-timeout 60
       -C --lib -C --test=model_store)
 results=$out/mutants.out
 # An iterating run tests only what was not caught before and lists only
