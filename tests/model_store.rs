@@ -23,8 +23,9 @@
 //! begin with `inbox_test_` so that `scripts/services.sh prune` removes any
 //! a crash left. `MODEL_CASES` sets the number of cases (default 24, about
 //! 20 s; `make verify` runs 2,000). A failure is shrunk to a minimal case
-//! and kept in `tests/proptest-regressions/model_store.txt`, which is
-//! replayed first on every run.
+//! (at most `MODEL_SHRINK_ITERS` steps, 10,000 by default, 0 for none) and
+//! kept in `tests/proptest-regressions/model_store.txt`, which is replayed
+//! first on every run.
 //!
 //! Layout: `generate` (the inputs: messages, partition logs, polls made
 //! batches), `database` (the template, a copy per case, the tables read
@@ -307,6 +308,14 @@ fn cases() -> u32 {
     }
 }
 
+/// Shrinking steps at most: `MODEL_SHRINK_ITERS`, else 10,000.
+fn shrink_iters() -> u32 {
+    match std::env::var("MODEL_SHRINK_ITERS") {
+        Ok(n) => n.parse().expect("MODEL_SHRINK_ITERS is a number of steps"),
+        Err(_) => 10_000,
+    }
+}
+
 #[test]
 fn the_database_equals_the_model_after_every_batch() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -323,8 +332,10 @@ fn the_database_equals_the_model_after_every_batch() {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/proptest-regressions/model_store.txt"
         )))),
-        // Each shrinking step is a database of its own: at most 10 minutes.
-        max_shrink_iters: 10_000,
+        // Each shrinking step is a database of its own: at most 10 minutes,
+        // and MODEL_SHRINK_ITERS steps (`make mutants` wants none: a mutant
+        // is caught by the first failure).
+        max_shrink_iters: shrink_iters(),
         max_shrink_time: 600_000,
         ..Config::default()
     };
