@@ -266,7 +266,14 @@ async fn concurrently(
     let one = first_inbox.apply(&first_batch, None);
     let two = second_inbox.apply(&second_batch, None);
     let release = async {
+        // Bounded: batches that never wait (one failed at once) fail the
+        // test rather than hang it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while waiting_for_locks(pool).await < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the two batches never both waited behind the held stock row"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         hold.commit().await.expect("release the stock row");
