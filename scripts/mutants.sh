@@ -10,13 +10,19 @@
 #   MUTANTS_FILES    the files to mutate (globs as cargo-mutants takes them)
 #   MUTANTS_ITERATE  1: skip the mutants an earlier run here already caught
 #                    (a run cut short goes on where it was)
+#   MUTANTS_TESTS    names of the tests to judge by (libtest filters, any
+#                    of them matching), e.g. "event:: batch:: the_database":
+#                    a quick first pass; what it lets through is judged
+#                    again by every test with MUTANTS_ITERATE=1 and no
+#                    MUTANTS_TESTS, so a filter never counts a mutant missed
 #
 # The mutated copy is a git worktree in .local/mutants/tree at this commit
-# (with the work tree's own changes), with its own target directory: the
-# first build is a full one. A mutant takes about a minute on two cores
-# (the store's tests make a database each), so the default files are hours:
-# name fewer. Not beside `make test`: the library's tests use the same
-# database names in both, and make test's prune drops them. Installs
+# (with the work tree's own changes and new files), with its own target
+# directory: the first build is a full one. A mutant takes 10 s to a minute
+# on two cores (the store's tests make a database each), so the default
+# files are hours: name fewer, or filter the tests first (MUTANTS_TESTS).
+# Not beside `make test`: the library's tests use the same database names
+# in both, and make test's prune drops them. Installs
 # cargo-mutants (pinned) when it is missing.
 set -euo pipefail
 
@@ -36,7 +42,10 @@ if [[ ! -e $tree/.git ]]; then
     git worktree add --detach "$tree" HEAD >/dev/null
 fi
 git -C "$tree" checkout --quiet --force --detach "$(git rev-parse HEAD)"
+git -C "$tree" clean --quiet --force -d
 git diff HEAD | git -C "$tree" apply --allow-empty
+# New files too (a migration the changed statement needs).
+git ls-files --others --exclude-standard -z | xargs -0 -r cp --parents -t "$tree"
 
 # A mutant that makes the tests hang is caught once it takes 2.5 times the
 # unmutated tests' time (at least a minute), not the default 5 times.
@@ -56,6 +65,10 @@ fi
 for file in $files; do
     args+=(--file "$file")
 done
+if [[ -n ${MUTANTS_TESTS:-} ]]; then
+    # shellcheck disable=SC2206 # the names are words on purpose
+    args+=(-- -- ${MUTANTS_TESTS})
+fi
 status=0
 # The model check's first failure catches a mutant: no minutes of shrinking.
 (cd "$tree" && MODEL_SHRINK_ITERS=0 CARGO_TARGET_DIR="$REPO/$out/target" cargo mutants "${args[@]}") || status=$?

@@ -838,6 +838,14 @@ mod tests {
             ParkReason::UnsupportedEventType,
             "without the header an event_type is needed"
         );
+        // Without the header, the type the value names is in the reason.
+        let mut shipped = sample_json();
+        shipped["event_type"] = "OrderShipped".into();
+        let rejection = decode(Some(&serde_json::to_vec(&shipped).unwrap()), &[]).unwrap_err();
+        assert_eq!(
+            (rejection.reason, rejection.detail.as_str()),
+            (ParkReason::UnsupportedEventType, "event_type \"OrderShipped\"")
+        );
 
         // Another type is parked whatever the value says, and a value that
         // disagrees with the header too.
