@@ -325,6 +325,71 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_connection_or_a_full_pool_is_retried_and_may_have_committed() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        for (error, reason, maybe_committed) in [
+            (sqlx::Error::Io(io), "connection", true),
+            (sqlx::Error::PoolClosed, "connection", true),
+            (sqlx::Error::WorkerCrashed, "connection", true),
+            (sqlx::Error::Protocol("cut".into()), "connection", true),
+            (sqlx::Error::PoolTimedOut, "pool_timeout", false),
+        ] {
+            let store = StoreError::from(error);
+            assert!(
+                matches!(store, StoreError::Transient { reason: r, .. } if r == reason),
+                "{store:?}"
+            );
+            assert_eq!(store.retry_reason(), reason);
+            assert_eq!(store.answer_may_be_lost(), maybe_committed, "{store:?}");
+        }
+        let timeout = StoreError::Transient {
+            reason: "database_timeout",
+            message: String::new(),
+        };
+        assert!(timeout.answer_may_be_lost());
+        // Anything else sqlx says is unexpected: retried, never parked.
+        let other = StoreError::from(sqlx::Error::RowNotFound);
+        assert!(matches!(other, StoreError::Unexpected { .. }), "{other:?}");
+        assert!(!other.answer_may_be_lost());
+    }
+
+    #[test]
+    fn every_error_is_counted_under_an_exposed_reason() {
+        let text = String::new;
+        for (error, reason) in [
+            (
+                StoreError::Unexpected {
+                    sqlstate: "42501".into(),
+                    message: text(),
+                },
+                "database_error",
+            ),
+            (StoreError::Schema(text()), "database_error"),
+            (
+                StoreError::Rejected {
+                    sqlstate: "22P05".into(),
+                    message: text(),
+                },
+                "rejected",
+            ),
+            (
+                StoreError::MissingPartition { message: text() },
+                "missing_partition",
+            ),
+            (
+                StoreError::PositionBehind(Default::default()),
+                "position_behind",
+            ),
+            (StoreError::SplitBefore { ord: 3 }, "serialization_failure"),
+            (StoreError::Raced { message: text() }, "serialization_failure"),
+        ] {
+            assert_eq!(error.retry_reason(), reason, "{error:?}");
+            assert!(RETRY_REASONS.contains(&reason), "{reason} is exposed");
+            assert!(!error.answer_may_be_lost(), "{error:?}");
+        }
+    }
+
+    #[test]
     fn a_database_gone_back_and_anything_else() {
         assert_eq!(classify("IX001", None, None), Verdict::PositionBehind);
         assert_eq!(classify("IX002", None, None), Verdict::SplitBefore);
