@@ -731,8 +731,9 @@ fn canonical(hash: Fnv, value: &simd_json::BorrowedValue<'_>) -> Fnv {
             hash.token(b'i', &i128::from(*n).to_le_bytes())
         }
         BorrowedValue::Static(StaticNode::F64(x)) => {
-            // An integral value is the integer it equals.
-            if x.fract() == 0.0 && x.abs() < 1e18 {
+            // An integral value is the integer it equals (up to 10^18, well
+            // inside what an i128 holds exactly).
+            if x.fract() == 0.0 && x.abs() <= 1e18 {
                 hash.token(b'i', &(*x as i128).to_le_bytes())
             } else {
                 hash.token(b'f', &x.to_bits().to_le_bytes())
@@ -1176,6 +1177,11 @@ mod tests {
         ] {
             assert_ne!(fingerprint(written, &[]), fingerprint(other, &[]));
         }
+        // An integral number written as a float is the integer, up to 10^18.
+        assert_eq!(
+            fingerprint(br#"{"a":1e18,"b":-1e18}"#, &[]),
+            fingerprint(br#"{"a":1000000000000000000,"b":-1000000000000000000}"#, &[])
+        );
         // A string is never taken for the number it spells, nor two keys for one.
         assert_ne!(
             fingerprint(br#"{"a":"1"}"#, &[]),
