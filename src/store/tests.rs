@@ -204,6 +204,67 @@ async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool
     );
 }
 
+#[sqlx::test(migrations = false)]
+async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(pool: PgPool) {
+    let first = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events: Vec<_> = (0..4)
+        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
+        .collect();
+    let batch = records(&events);
+    first.apply(&batch[..1], None).await.expect("applied");
+    // Another member (or this one restarted) is assigned the partition and
+    // reads the database's position of it, with Kafka's id of the topic.
+    let key: PartitionKey = ("orders".into(), 0);
+    let topic = Uuid::new_v4();
+    let member = Inbox::new(pool.clone().into(), "store-tests".into());
+    member.expect_positions(
+        std::slice::from_ref(&key),
+        &BTreeMap::from([(key.clone(), 1)]),
+        &BTreeMap::from([("orders".to_string(), topic)]),
+    );
+    assert_eq!(member.topic_id("orders"), Some(topic));
+    assert_eq!(member.topic_id("payments"), None);
+    member.apply(&batch[1..2], None).await.expect("applied");
+    assert_eq!(
+        sqlx::query_scalar::<_, Option<Uuid>>("SELECT topic_id FROM inbox_position")
+            .fetch_one(&pool)
+            .await
+            .expect("the position"),
+        Some(topic),
+        "the position carries the topic's id from now on"
+    );
+    // The database goes back to before what it had when the member read it.
+    sqlx::query("UPDATE inbox_position SET next_offset = 1")
+        .execute(&pool)
+        .await
+        .expect("the database goes back");
+    let fresh = Inbox::new(pool.clone().into(), "store-tests".into());
+    fresh.expect_positions(
+        std::slice::from_ref(&key),
+        &BTreeMap::from([(key.clone(), 2)]),
+        &BTreeMap::new(),
+    );
+    match fresh.apply(&batch[2..], None).await {
+        Err(StoreError::PositionBehind(behind)) => assert_eq!(
+            behind.positions.into_iter().collect::<Vec<_>>(),
+            [(key, Some(1))]
+        ),
+        other => panic!("expected PositionBehind, got {other:?}"),
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_round_trip_is_timed_when_the_window_is_read(pool: PgPool) {
+    let inbox = inbox(pool, &[]).await;
+    assert_eq!(inbox.round_trip(), None, "not timed before");
+    inbox.refresh_window().await.expect("window");
+    let timed = inbox.round_trip().expect("timed");
+    assert!(
+        timed > Duration::ZERO && timed < Duration::from_secs(5),
+        "{timed:?}"
+    );
+}
+
 /// An order line placed at `occurred_at`.
 fn order_at(
     order_id: &str,
