@@ -222,9 +222,17 @@ impl Inbox {
 
     /// The window, unless it is older than the refresh period.
     fn current_window(&self) -> Option<DedupWindow> {
+        self.window_as_of(Instant::now())
+    }
+
+    /// The window as of `now`, unless it was read more than the refresh
+    /// period before.
+    fn window_as_of(&self, now: Instant) -> Option<DedupWindow> {
         let guard = self.window.lock().expect("window lock");
         match guard.1 {
-            Some(read) if read.elapsed() <= WINDOW_REFRESH => Some(guard.0.clone()),
+            Some(read) if now.saturating_duration_since(read) <= WINDOW_REFRESH => {
+                Some(guard.0.clone())
+            }
             _ => None,
         }
     }

@@ -254,6 +254,24 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
 }
 
 #[sqlx::test(migrations = false)]
+async fn the_window_is_read_again_once_a_minute_old(pool: PgPool) {
+    let inbox = inbox(pool, &[]).await;
+    let before = Instant::now();
+    assert_eq!(inbox.window_as_of(before), None, "not read yet");
+    let read = inbox.refresh_window().await.expect("window");
+    let after = Instant::now();
+    assert_eq!(inbox.window_as_of(after), Some(read.clone()));
+    // Read between `before` and `after`: a minute after `before` it is
+    // a minute old at most, a minute after `after` more than a minute.
+    assert_eq!(inbox.window_as_of(before + WINDOW_REFRESH), Some(read));
+    assert_eq!(
+        inbox.window_as_of(after + WINDOW_REFRESH + Duration::from_millis(1)),
+        None,
+        "read again after midnight at the latest a minute on"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn the_round_trip_is_timed_when_the_window_is_read(pool: PgPool) {
     let inbox = inbox(pool, &[]).await;
     assert_eq!(inbox.round_trip(), None, "not timed before");
