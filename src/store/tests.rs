@@ -779,6 +779,53 @@ async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_retry_after_a_lost_answer_counts_what_the_lost_try_did(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-L", 10)]).await;
+    let events: Vec<_> = (0..3)
+        .map(|i| order(&format!("L-{i}"), "SKU-L", 1))
+        .collect();
+    let mut batch = records(&events);
+    batch.push(malformed(3));
+    // The try that committed, whose answer never came.
+    inbox.apply(&batch, None).await.expect("applied");
+    // Then one record of the batch already in the ledger, not its own.
+    let mut elsewhere = records(&events[..1]);
+    elsewhere[0].offset = 9;
+    let retried = inbox.apply(&batch, None).await.expect("retried");
+    assert_eq!(
+        (retried.processed, retried.duplicates, retried.newly_parked.len()),
+        (0, 3, 0)
+    );
+    let counted = retried.after_lost_answer();
+    assert_eq!(
+        (
+            counted.processed,
+            counted.duplicates,
+            counted.fresh_event_times.len(),
+            counted.same_record_duplicates.len(),
+        ),
+        (3, 0, 3, 0),
+        "the lost try's events are this batch's"
+    );
+    assert_eq!(
+        counted
+            .newly_parked
+            .iter()
+            .map(|row| (row.offset, row.reason))
+            .collect::<Vec<_>>(),
+        [(3, ParkReason::MalformedJson)]
+    );
+    assert!(counted.parked_before.is_empty());
+    // A record of another position that is in the ledger stays a duplicate.
+    let other = inbox
+        .apply(&elsewhere, None)
+        .await
+        .expect("applied")
+        .after_lost_answer();
+    assert_eq!((other.processed, other.duplicates), (0, 1));
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_missing_day_of_reservations_or_parked_rows_never_fails_a_batch(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-D", 10)]).await;
     // Maintenance failed for days: today's partitions are gone.
