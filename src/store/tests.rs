@@ -254,6 +254,42 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
 }
 
 #[sqlx::test(migrations = false)]
+async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events: Vec<_> = (0..4)
+        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
+        .collect();
+    inbox.apply(&records(&events), None).await.expect("applied");
+    let key: PartitionKey = ("orders".into(), 0);
+    let keys = std::slice::from_ref(&key);
+    let at = |offset: i64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query("UPDATE inbox_position SET next_offset = $1")
+                .bind(offset)
+                .execute(&pool)
+                .await
+                .expect("position moved");
+        }
+    };
+    assert_eq!(inbox.gone_back(keys).await.expect("asked"), Behind::default());
+    at(6).await;
+    assert_eq!(
+        inbox.gone_back(keys).await.expect("asked"),
+        Behind::default(),
+        "ahead is not behind"
+    );
+    at(2).await;
+    let behind = inbox.gone_back(keys).await.expect("asked");
+    assert_eq!(
+        behind.positions.into_iter().collect::<Vec<_>>(),
+        [(key.clone(), Some(2))]
+    );
+    // Expected at the database's position from now on.
+    assert_eq!(inbox.gone_back(keys).await.expect("asked"), Behind::default());
+}
+
+#[sqlx::test(migrations = false)]
 async fn the_window_is_read_again_once_a_minute_old(pool: PgPool) {
     let inbox = inbox(pool, &[]).await;
     let before = Instant::now();
