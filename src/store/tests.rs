@@ -233,6 +233,26 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
         Some(topic),
         "the position carries the topic's id from now on"
     );
+    // Read again for the same topic, it is the member's own; for a topic
+    // of the same name created again since, it is none.
+    let keys = std::slice::from_ref(&key);
+    assert_eq!(member.gone_back(keys).await.expect("asked"), Behind::default());
+    let recreated = Inbox::new(pool.clone().into(), "store-tests".into());
+    recreated.expect_positions(
+        keys,
+        &BTreeMap::from([(key.clone(), 2)]),
+        &BTreeMap::from([("orders".to_string(), Uuid::new_v4())]),
+    );
+    assert_eq!(
+        recreated
+            .gone_back(keys)
+            .await
+            .expect("asked")
+            .positions
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [(key.clone(), None)]
+    );
     // The database goes back to before what it had when the member read it.
     sqlx::query("UPDATE inbox_position SET next_offset = 1")
         .execute(&pool)
