@@ -310,6 +310,53 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events: Vec<_> = (0..4)
+        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
+        .collect();
+    inbox.apply(&records(&events), None).await.expect("applied");
+    let listed = |topic: Option<&'static str>| {
+        let pool = inbox.pool().clone();
+        async move {
+            positions::list(&pool, "store-tests", topic)
+                .await
+                .expect("listed")
+                .into_iter()
+                .map(|p| (p.topic, p.partition, p.next_offset))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(None).await, [("orders".to_string(), 0, 4)]);
+    assert_eq!(listed(Some("payments")).await, []);
+    let set = |partition, offset| {
+        let pool = inbox.pool().clone();
+        async move {
+            positions::set(&pool, "store-tests", "orders", partition, offset)
+                .await
+                .expect("set")
+        }
+    };
+    assert_eq!(set(0, 1).await, Some(4), "the position before");
+    assert_eq!(set(0, 1).await, Some(1));
+    assert_eq!(set(7, 3).await, None, "none before");
+    assert_eq!(
+        listed(Some("orders")).await,
+        [("orders".to_string(), 0, 1), ("orders".to_string(), 7, 3)]
+    );
+    let key: PartitionKey = ("orders".into(), 0);
+    let behind = inbox
+        .gone_back(std::slice::from_ref(&key))
+        .await
+        .expect("asked");
+    assert_eq!(
+        behind.positions.into_iter().collect::<Vec<_>>(),
+        [(key.clone(), Some(1))]
+    );
+    assert_eq!(behind.by_operator.into_iter().collect::<Vec<_>>(), [key]);
+}
+
+#[sqlx::test(migrations = false)]
 async fn the_window_is_read_again_once_a_minute_old(pool: PgPool) {
     let inbox = inbox(pool, &[]).await;
     let before = Instant::now();
