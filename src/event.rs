@@ -845,7 +845,10 @@ mod tests {
         let rejection = decode(Some(&serde_json::to_vec(&shipped).unwrap()), &[]).unwrap_err();
         assert_eq!(
             (rejection.reason, rejection.detail.as_str()),
-            (ParkReason::UnsupportedEventType, "event_type \"OrderShipped\"")
+            (
+                ParkReason::UnsupportedEventType,
+                "event_type \"OrderShipped\""
+            )
         );
 
         // Another type is parked whatever the value says, and a value that
@@ -1180,7 +1183,10 @@ mod tests {
         // An integral number written as a float is the integer, up to 10^18.
         assert_eq!(
             fingerprint(br#"{"a":1e18,"b":-1e18}"#, &[]),
-            fingerprint(br#"{"a":1000000000000000000,"b":-1000000000000000000}"#, &[])
+            fingerprint(
+                br#"{"a":1000000000000000000,"b":-1000000000000000000}"#,
+                &[]
+            )
         );
         // A string is never taken for the number it spells, nor two keys for one.
         assert_ne!(

@@ -381,7 +381,10 @@ mod tests {
                 "position_behind",
             ),
             (StoreError::SplitBefore { ord: 3 }, "serialization_failure"),
-            (StoreError::Raced { message: text() }, "serialization_failure"),
+            (
+                StoreError::Raced { message: text() },
+                "serialization_failure",
+            ),
         ] {
             assert_eq!(error.retry_reason(), reason, "{error:?}");
             assert!(RETRY_REASONS.contains(&reason), "{reason} is exposed");

@@ -236,7 +236,10 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
     // Read again for the same topic, it is the member's own; for a topic
     // of the same name created again since, it is none.
     let keys = std::slice::from_ref(&key);
-    assert_eq!(member.gone_back(keys).await.expect("asked"), Behind::default());
+    assert_eq!(
+        member.gone_back(keys).await.expect("asked"),
+        Behind::default()
+    );
     let recreated = Inbox::new(pool.clone().into(), "store-tests".into());
     recreated.expect_positions(
         keys,
@@ -292,7 +295,10 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
                 .expect("position moved");
         }
     };
-    assert_eq!(inbox.gone_back(keys).await.expect("asked"), Behind::default());
+    assert_eq!(
+        inbox.gone_back(keys).await.expect("asked"),
+        Behind::default()
+    );
     at(6).await;
     assert_eq!(
         inbox.gone_back(keys).await.expect("asked"),
@@ -306,7 +312,10 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
         [(key.clone(), Some(2))]
     );
     // Expected at the database's position from now on.
-    assert_eq!(inbox.gone_back(keys).await.expect("asked"), Behind::default());
+    assert_eq!(
+        inbox.gone_back(keys).await.expect("asked"),
+        Behind::default()
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -354,6 +363,69 @@ async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: 
         [(key.clone(), Some(1))]
     );
     assert_eq!(behind.by_operator.into_iter().collect::<Vec<_>>(), [key]);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reason(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 10)]).await;
+    let unknown = order("R-1", "SKU-R", 1);
+    let later = order("R-2", "SKU-Q", 1);
+    let mut batch = records(&[unknown, later.clone()]);
+    batch.push(malformed(2));
+    let parked = inbox.apply(&batch, None).await.expect("parked");
+    let ids: Vec<i64> = parked
+        .newly_parked
+        .iter()
+        .map(|row| row.id.expect("an id"))
+        .collect();
+    let [unknown_id, later_id, malformed_id] = ids[..] else {
+        panic!("three parked: {parked:?}")
+    };
+    let still = |outcome: ReplayOutcome| match outcome {
+        ReplayOutcome::StillParked(reason, _) => reason,
+        other => panic!("expected StillParked, got {other:?}"),
+    };
+    assert_eq!(
+        still(inbox.replay(unknown_id).await.expect("replayed")),
+        ParkReason::UnknownSku
+    );
+    assert_eq!(
+        still(inbox.replay(malformed_id).await.expect("replayed")),
+        ParkReason::MalformedJson
+    );
+    sqlx::query("INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ('SKU-R', 5, 0), ('SKU-Q', 5, 0)")
+        .execute(&pool)
+        .await
+        .expect("the SKUs are stocked");
+    assert_eq!(
+        inbox.replay(unknown_id).await.expect("replayed"),
+        ReplayOutcome::Applied
+    );
+    assert!(matches!(
+        inbox.replay(unknown_id).await.expect("replayed"),
+        ReplayOutcome::AlreadyReplayed(_)
+    ));
+    // The other event came again at a later position and was applied.
+    let mut again = records(&[later]);
+    again[0].offset = 3;
+    inbox.apply(&again, None).await.expect("applied");
+    assert_eq!(
+        inbox.replay(later_id).await.expect("replayed"),
+        ReplayOutcome::Duplicate
+    );
+    assert_eq!(
+        inbox.replay(424_242).await.expect("asked"),
+        ReplayOutcome::NotFound
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT sum(reserved)::bigint FROM inventory_stock WHERE sku IN ('SKU-R', 'SKU-Q')"
+        )
+        .await,
+        2,
+        "each event reserved once"
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -896,7 +968,11 @@ async fn a_retry_after_a_lost_answer_counts_what_the_lost_try_did(pool: PgPool) 
     elsewhere[0].offset = 9;
     let retried = inbox.apply(&batch, None).await.expect("retried");
     assert_eq!(
-        (retried.processed, retried.duplicates, retried.newly_parked.len()),
+        (
+            retried.processed,
+            retried.duplicates,
+            retried.newly_parked.len()
+        ),
         (0, 3, 0)
     );
     let counted = retried.after_lost_answer();
