@@ -381,6 +381,18 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     let [unknown_id, later_id, malformed_id] = ids[..] else {
         panic!("three parked: {parked:?}")
     };
+    assert_eq!(
+        inbox
+            .replay_candidates(ParkReason::UnknownSku)
+            .await
+            .expect("candidates"),
+        [unknown_id, later_id]
+    );
+    let listed = inbox.list_parked(None, None, 10).await.expect("listed");
+    assert_eq!(
+        listed.iter().map(|entry| entry.id).collect::<Vec<_>>(),
+        [unknown_id, later_id, malformed_id]
+    );
     let still = |outcome: ReplayOutcome| match outcome {
         ReplayOutcome::StillParked(reason, _) => reason,
         other => panic!("expected StillParked, got {other:?}"),
@@ -405,6 +417,14 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         inbox.replay(unknown_id).await.expect("replayed"),
         ReplayOutcome::AlreadyReplayed(_)
     ));
+    assert_eq!(
+        inbox
+            .replay_candidates(ParkReason::UnknownSku)
+            .await
+            .expect("candidates"),
+        [later_id],
+        "a record applied by a replay is no longer a candidate"
+    );
     // The other event came again at a later position and was applied.
     let mut again = records(&[later]);
     again[0].offset = 3;
