@@ -446,6 +446,28 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         2,
         "each event reserved once"
     );
+    // What each replay came to is kept on its row, as the CLI prints it.
+    let outcomes: Vec<_> = inbox
+        .list_parked(None, None, 10)
+        .await
+        .expect("listed")
+        .into_iter()
+        .map(|entry| (entry.id, entry.replay_outcome))
+        .collect();
+    assert_eq!(
+        outcomes[..2],
+        [
+            (unknown_id, Some("applied".to_string())),
+            (later_id, Some("duplicate (already applied)".to_string()))
+        ]
+    );
+    assert!(
+        outcomes[2]
+            .1
+            .as_deref()
+            .is_some_and(|text| text.starts_with("still parked: malformed_json: ")),
+        "{outcomes:?}"
+    );
 }
 
 #[sqlx::test(migrations = false)]
