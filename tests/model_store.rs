@@ -302,17 +302,22 @@ fn report(batches: &[Batch], differences: &[String]) -> String {
 
 /// Cases to run: `MODEL_CASES`, else a few seconds' worth.
 fn cases() -> u32 {
-    match std::env::var("MODEL_CASES") {
-        Ok(n) => n.parse().expect("MODEL_CASES is a number of cases"),
-        Err(_) => 24,
-    }
+    count_from_env("MODEL_CASES", 24)
 }
 
 /// Shrinking steps at most: `MODEL_SHRINK_ITERS`, else 10,000.
 fn shrink_iters() -> u32 {
-    match std::env::var("MODEL_SHRINK_ITERS") {
-        Ok(n) => n.parse().expect("MODEL_SHRINK_ITERS is a number of steps"),
-        Err(_) => 10_000,
+    count_from_env("MODEL_SHRINK_ITERS", 10_000)
+}
+
+/// The number in the variable `name`, else `default`; anything else in it
+/// stops the test, naming the variable.
+fn count_from_env(name: &str, default: u32) -> u32 {
+    match std::env::var(name) {
+        Ok(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} is a whole number, not {n:?}")),
+        Err(_) => default,
     }
 }
 

@@ -46,6 +46,13 @@ fn order(order_id: &str, sku: &str, quantity: i32) -> OrderPlaced {
     }
 }
 
+/// `count` orders `{prefix}-0`, `{prefix}-1`, ..., each of one line.
+fn orders(prefix: &str, count: usize, sku: &str, quantity: i32) -> Vec<OrderPlaced> {
+    (0..count)
+        .map(|i| order(&format!("{prefix}-{i}"), sku, quantity))
+        .collect()
+}
+
 /// Records of partition 0 from offset 0, in order.
 fn records(events: &[OrderPlaced]) -> Vec<InboundRecord> {
     (0..)
@@ -72,9 +79,7 @@ async fn scalar(pool: &PgPool, sql: &str) -> i64 {
 #[sqlx::test(migrations = false)]
 async fn a_batch_is_applied_once_and_its_redelivery_changes_nothing(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..10)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 2))
-        .collect();
+    let events = orders("O", 10, "SKU-A", 2);
     let batch = records(&events);
     let first = inbox.apply(&batch, None).await.expect("applied");
     assert_eq!((first.processed, first.duplicates), (10, 0));
@@ -103,9 +108,7 @@ async fn bisection_parks_only_the_refused_record(pool: PgPool) {
     .execute(&pool)
     .await
     .expect("a constraint the record breaks");
-    let mut events: Vec<_> = (0..7)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let mut events = orders("O", 7, "SKU-A", 1);
     events.insert(3, order("BLOCKED", "SKU-A", 1));
     let outcome = inbox.apply(&records(&events), None).await.expect("applied");
     assert_eq!(outcome.processed, 7);
@@ -177,9 +180,7 @@ async fn an_id_reused_with_another_payload_is_a_conflict_not_a_duplicate(pool: P
 #[sqlx::test(migrations = false)]
 async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..4)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let events = orders("O", 4, "SKU-A", 1);
     let batch = records(&events);
     inbox.apply(&batch[..2], None).await.expect("applied");
     // As after a restore: the position this inbox wrote is gone.
@@ -207,9 +208,7 @@ async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool
 #[sqlx::test(migrations = false)]
 async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(pool: PgPool) {
     let first = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..4)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let events = orders("O", 4, "SKU-A", 1);
     let batch = records(&events);
     first.apply(&batch[..1], None).await.expect("applied");
     // Another member (or this one restarted) is assigned the partition and
@@ -279,9 +278,7 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
 #[sqlx::test(migrations = false)]
 async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..4)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let events = orders("O", 4, "SKU-A", 1);
     inbox.apply(&records(&events), None).await.expect("applied");
     let key: PartitionKey = ("orders".into(), 0);
     let keys = std::slice::from_ref(&key);
@@ -321,9 +318,7 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..4)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let events = orders("O", 4, "SKU-A", 1);
     inbox.apply(&records(&events), None).await.expect("applied");
     let listed = |topic: Option<&'static str>| {
         let pool = inbox.pool().clone();
@@ -998,9 +993,7 @@ async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn a_retry_after_a_lost_answer_counts_what_the_lost_try_did(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-L", 10)]).await;
-    let events: Vec<_> = (0..3)
-        .map(|i| order(&format!("L-{i}"), "SKU-L", 1))
-        .collect();
+    let events = orders("L", 3, "SKU-L", 1);
     let mut batch = records(&events);
     batch.push(malformed(3));
     // The try that committed, whose answer never came.
@@ -1082,9 +1075,7 @@ async fn a_missing_day_of_reservations_or_parked_rows_never_fails_a_batch(pool: 
 #[sqlx::test(migrations = false)]
 async fn an_explained_batch_is_applied_and_its_steps_timed_with_either_plan(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
-    let events: Vec<_> = (0..4)
-        .map(|i| order(&format!("O-{i}"), "SKU-A", 1))
-        .collect();
+    let events = orders("O", 4, "SKU-A", 1);
     let all = records(&events);
     for (part, generic) in [(&all[..2], true), (&all[2..], false)] {
         let plan = inbox.explain(part, generic).await.expect("explained");
