@@ -12,6 +12,8 @@
 # BENCH_PREFILL (default 200000) sizes 3 and 5; BENCH_PER_RECORD_PREFILL
 # (default 20000) sizes 4, whose rate is a few hundred events/s: draining
 # 200,000 that way would take a quarter of an hour for the same figure.
+# INBOX_BIN_DIR runs another build in every scenario, the ceiling included
+# (an A/B comparison); otherwise target/release, which `make bench` builds.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +25,7 @@ mkdir -p "$out"
 prefill=${BENCH_PREFILL:-200000}
 per_record_prefill=${BENCH_PER_RECORD_PREFILL:-20000}
 PG=postgres://inventory:inventory@127.0.0.1:5432
+BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
 
 scripts/loadtest.sh --scenario steady --report "$out/steady.json" \
     --duration 60 --rate 1400 --pause-for 0 -- --warmup 5
@@ -36,8 +39,8 @@ scripts/loadtest.sh --scenario max_per_record --strategy per-record \
 
 ceiling_db="bench_ceiling_$(date +%Y%m%d%H%M%S)_$$"
 psql -q "$PG/inventory" -c "CREATE DATABASE $ceiling_db"
-DATABASE_URL="$PG/$ceiling_db" target/release/inventory-inbox migrate >/dev/null
-DATABASE_URL="$PG/$ceiling_db" target/release/inbox-loadgen db-ceiling \
+DATABASE_URL="$PG/$ceiling_db" "$BIN/inventory-inbox" migrate >/dev/null
+DATABASE_URL="$PG/$ceiling_db" "$BIN/inbox-loadgen" db-ceiling \
     --events "$prefill" --report "$out/db_ceiling.json"
 
 python3 scripts/bench_table.py "$out"
