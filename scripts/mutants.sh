@@ -15,6 +15,9 @@
 #                    a quick first pass; what it lets through is judged
 #                    again by every test with MUTANTS_ITERATE=1 and no
 #                    MUTANTS_TESTS, so a filter never counts a mutant missed
+#   MUTANTS_TARGETS  more test targets to judge by, beside the library's and
+#                    the model check's, e.g. "pgbouncer startup_checks" for
+#                    code only an integration test reaches (tests/NAME.rs)
 #
 # The mutated copy is a git worktree in .local/mutants/tree at this commit
 # (with the work tree's own changes and new files), with its own target
@@ -64,6 +67,9 @@ if [[ ${MUTANTS_ITERATE:-0} == 1 ]]; then
 fi
 for file in $files; do
     args+=(--file "$file")
+done
+for target in ${MUTANTS_TARGETS:-}; do
+    args+=(-C "--test=$target")
 done
 if [[ -n ${MUTANTS_TESTS:-} ]]; then
     # shellcheck disable=SC2206 # the names are words on purpose
