@@ -236,8 +236,7 @@ async fn publish(
 ) -> Result<usize, StoreError> {
     connection.execute(begin(pool).as_str()).await?;
     let rows = filter.chunk_rows();
-    for (n, part) in rows.chunks(CHUNKS_PER_STATEMENT).enumerate() {
-        let first = i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX);
+    for (first, part) in statements(&rows) {
         sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
             .bind(day)
             .bind(first)
@@ -257,6 +256,19 @@ async fn publish(
         .await?;
     connection.execute("COMMIT").await?;
     Ok(words)
+}
+
+/// The chunk rows a statement at a time, each part with the number of its
+/// first chunk.
+fn statements(rows: &[Vec<u8>]) -> impl Iterator<Item = (i32, &[Vec<u8>])> {
+    rows.chunks(CHUNKS_PER_STATEMENT)
+        .enumerate()
+        .map(|(n, part)| {
+            (
+                i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX),
+                part,
+            )
+        })
 }
 
 /// What begins a transaction of a build or a lay-out, on its own
@@ -492,6 +504,9 @@ pub async fn unfiltered_days(pool: &DbPool) -> Result<i64, StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use sqlx::postgres::PgConnectOptions;
+
+    use super::super::pooler::{Limits, Pooler};
     use super::*;
 
     #[test]
@@ -524,6 +539,37 @@ mod tests {
         assert_eq!(mask(5 | (1 << 6)), (1 << 5) | (1 << 1) | 1);
         // A negative h2 shifts in ones above bit 63, never into the 42 read.
         assert_eq!(mask(-1), 1 << 63);
+    }
+
+    #[test]
+    fn each_statement_of_a_filter_names_its_first_chunk() {
+        // A day of production traffic is tens of thousands of chunks.
+        let rows = vec![Vec::new(); 2 * CHUNKS_PER_STATEMENT + 5];
+        let parts: Vec<_> = statements(&rows)
+            .map(|(first, part)| (first, part.len()))
+            .collect();
+        assert_eq!(parts, [(0, 1000), (1000, 1000), (2000, 5)]);
+    }
+
+    #[test]
+    fn a_build_begins_a_transaction_without_the_statement_timeout() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        for pooler in [Pooler::None, Pooler::Session, Pooler::Transaction] {
+            let limits = Limits {
+                statement_timeout: Duration::from_secs(30),
+                lock_timeout: Duration::from_secs(1),
+            };
+            let pool = DbPool::new(PgConnectOptions::new(), pooler, limits, 1);
+            let begin = begin(&pool);
+            assert!(begin.starts_with("BEGIN"), "{pooler:?}: {begin}");
+            assert!(
+                begin.ends_with("; SET LOCAL statement_timeout = 0"),
+                "{pooler:?}: {begin}"
+            );
+        }
     }
 
     fn laid(words: i64) -> LaidDay {
