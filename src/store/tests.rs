@@ -1344,6 +1344,126 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     );
 }
 
+/// The layout in use: its generation and its days.
+async fn layout(pool: &PgPool) -> Option<(i32, Vec<chrono::NaiveDate>)> {
+    sqlx::query_as("SELECT generation, days FROM inbox_ledger_filter_layout")
+        .fetch_optional(pool)
+        .await
+        .expect("the layout")
+}
+
+/// Writes `ids` ledger rows of `day` (days ago) in one statement, as a
+/// batch of the store's consumer would.
+async fn ledger_rows(pool: &PgPool, days_ago: i32, ids: i64) {
+    sqlx::query(
+        "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
+                                      kafka_partition, status, consumer, topic, aggregate_id)
+         SELECT gen_random_uuid(), n, 1, CURRENT_DATE - $1, 7, 'p', c.code,
+                (SELECT inbox_topic_code('orders')), 'R-' || n
+         FROM inbox_consumer c, generate_series(1, $2) AS n
+         WHERE c.name = 'store-tests'",
+    )
+    .bind(days_ago)
+    .bind(ids)
+    .execute(pool)
+    .await
+    .expect("ledger rows");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_slots_are_laid_out_again_only_when_a_filter_changes(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-G", 100)]).await;
+    inbox
+        .apply(&records(&[order("G-today", "SKU-G", 1)]), None)
+        .await
+        .expect("the consumer's code");
+    let five = Utc::now().date_naive() - chrono::Duration::days(5);
+    let four = five + chrono::Duration::days(1);
+    ledger_rows(&pool, 5, 40).await;
+    build_filter_of(&pool, five).await;
+    let (generation, days) = layout(&pool).await.expect("laid out");
+    assert!(days.contains(&five), "{days:?}");
+    // Nothing changed: the slots are not written again.
+    build_filters(&pool).await;
+    assert_eq!(layout(&pool).await, Some((generation, days.clone())));
+    // Another day's filter: laid out beside the first.
+    ledger_rows(&pool, 4, 40).await;
+    build_filter_of(&pool, four).await;
+    let (next, now) = layout(&pool).await.expect("laid out");
+    assert!(next != generation, "a new layout");
+    assert!(now.contains(&five) && now.contains(&four), "{now:?}");
+    assert_eq!(now.len(), days.len() + 1, "{now:?} after {days:?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_slots_are_laid_out_by_one_instance_at_a_time(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-H", 100)]).await;
+    inbox
+        .apply(&records(&[order("H-today", "SKU-H", 1)]), None)
+        .await
+        .expect("the consumer's code");
+    let five = Utc::now().date_naive() - chrono::Duration::days(5);
+    ledger_rows(&pool, 5, 40).await;
+    build_filter_of(&pool, five).await;
+    sqlx::query("DELETE FROM inbox_ledger_filter_layout")
+        .execute(&pool)
+        .await
+        .expect("no layout");
+    // Another instance builds or lays out: its lock is held.
+    let mut other = pool.begin().await.expect("begin");
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('inventory-inbox:filter'))")
+        .execute(&mut *other)
+        .await
+        .expect("the other instance's lock");
+    assert_eq!(build_filters(&pool).await, []);
+    assert_eq!(layout(&pool).await, None, "laid out under another's lock");
+    other.rollback().await.expect("the other instance ends");
+    build_filters(&pool).await;
+    let (_, days) = layout(&pool).await.expect("laid out once the lock is free");
+    assert!(days.contains(&five), "{days:?}");
+}
+
+/// A day of 300,000 ids has 65,536 words: 8,192 slots, laid out in two
+/// statements, the second from slot 4,096 of every day, the small ones'
+/// words repeated.
+#[sqlx::test(migrations = false)]
+async fn a_large_day_and_small_ones_are_laid_out_without_missing_an_id(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-J", 100)]).await;
+    inbox
+        .apply(&records(&[order("J-today", "SKU-J", 1)]), None)
+        .await
+        .expect("the consumer's code");
+    let today = Utc::now().date_naive();
+    ledger_rows(&pool, 6, 300_000).await;
+    ledger_rows(&pool, 5, 20_000).await;
+    ledger_rows(&pool, 4, 300).await;
+    let built = build_filter_of(&pool, today - chrono::Duration::days(4)).await;
+    let words: Vec<_> = built.iter().map(|b| (b.ids, b.words)).collect();
+    for day in [6, 5, 4] {
+        assert!(
+            filter_is_clean(&pool, today - chrono::Duration::days(day)).await,
+            "{day} days ago: {built:?}"
+        );
+    }
+    assert!(words.contains(&(300_000, 65_536)), "{words:?}");
+    assert_eq!(
+        scalar(&pool, "SELECT slots FROM inbox_ledger_filter_layout").await,
+        8192
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM processed_inbox p
+             WHERE p.event_day BETWEEN CURRENT_DATE - 6 AND CURRENT_DATE - 4
+               AND (p.event_day > CURRENT_DATE - 6 OR p.kafka_offset % 10 = 0)
+               AND inbox_ledger_filter_may_hold(p.event_day, p.message_id) IS NOT TRUE",
+        )
+        .await,
+        0,
+        "ids the slots miss (of the large day, one in ten)"
+    );
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-L", 100)]).await;
