@@ -15,6 +15,9 @@
 #                    a quick first pass; what it lets through is judged
 #                    again by every test with MUTANTS_ITERATE=1 and no
 #                    MUTANTS_TESTS, so a filter never counts a mutant missed
+#   MUTANTS_RE       only the mutants whose names (`cargo mutants --list`)
+#                    match this regular expression, e.g. the functions a
+#                    first pass let mutants through in
 #   MUTANTS_TARGETS  more test targets to judge by, beside the library's and
 #                    the model check's, e.g. "pgbouncer startup_checks" for
 #                    code only an integration test reaches (tests/NAME.rs)
@@ -68,6 +71,9 @@ fi
 for file in $files; do
     args+=(--file "$file")
 done
+if [[ -n ${MUTANTS_RE:-} ]]; then
+    args+=(--re "$MUTANTS_RE")
+fi
 for target in ${MUTANTS_TARGETS:-}; do
     args+=(-C "--test=$target")
 done
