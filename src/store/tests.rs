@@ -76,6 +76,74 @@ async fn scalar(pool: &PgPool, sql: &str) -> i64 {
         .expect("a number")
 }
 
+/// What the schema check says of a database: `Ok`, or the error's text.
+async fn schema_check(pool: &PgPool) -> Result<(), String> {
+    check_schema(&pool.clone().into())
+        .await
+        .map_err(|error| match error {
+            StoreError::Schema(text) => text,
+            other => panic!("not a schema error: {other:?}"),
+        })
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_schema_check_says_what_to_do_of_each_version(pool: PgPool) {
+    let none = schema_check(&pool).await.expect_err("no schema");
+    assert!(none.contains("has no inbox schema"), "{none}");
+    inbox(pool.clone(), &[]).await;
+    assert_eq!(schema_check(&pool).await, Ok(()));
+    let newest: i64 = scalar(&pool, "SELECT max(version) FROM _sqlx_migrations").await;
+    // Its last migration not applied: older than the binary.
+    sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = $1")
+        .bind(newest)
+        .execute(&pool)
+        .await
+        .expect("the last one undone");
+    let older = schema_check(&pool).await.expect_err("older");
+    assert!(older.contains("is older than this binary"), "{older}");
+    assert!(older.contains(&format!("needs {newest}")), "{older}");
+    // One migration more than the binary knows: newer.
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         SELECT version + 1, 'from a newer release', true, checksum, 0
+         FROM _sqlx_migrations WHERE version = $1",
+    )
+    .bind(newest)
+    .execute(&pool)
+    .await
+    .expect("a newer one");
+    let newer = schema_check(&pool).await.expect_err("newer");
+    assert!(newer.contains("is newer than this binary"), "{newer}");
+    assert!(newer.contains(&format!("knows up to {newest}")), "{newer}");
+    // A role that may not read the versions (a schema from before the
+    // grant): told to migrate.
+    sqlx::query("REVOKE SELECT ON _sqlx_migrations FROM CURRENT_USER")
+        .execute(&pool)
+        .await
+        .expect("revoke");
+    let unreadable = schema_check(&pool).await.expect_err("unreadable");
+    assert!(
+        unreadable.contains("cannot read the schema version"),
+        "{unreadable}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_retention_reads_back_as_migrate_wrote_it(pool: PgPool) {
+    let db = pool.clone().into();
+    for detach_reservations in [true, false] {
+        let written = Retention {
+            ledger_days: 9,
+            parked_days: 20,
+            parked_payload_days: 3,
+            reservation_days: 11,
+            detach_reservations,
+        };
+        migrate(&db, written).await.expect("migrate");
+        assert_eq!(retention(&db).await.expect("read"), written);
+    }
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_batch_is_applied_once_and_its_redelivery_changes_nothing(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
