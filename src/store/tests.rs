@@ -76,6 +76,32 @@ async fn scalar(pool: &PgPool, sql: &str) -> i64 {
         .expect("a number")
 }
 
+/// One connection a lane (each keeps its own) and one for the rest: the
+/// window, maintenance, the filters.
+#[tokio::test]
+async fn the_pool_has_a_connection_for_each_lane_and_one_more() {
+    for lanes in [1, 4] {
+        let connection = Connection {
+            url: "postgres://inventory:secret@127.0.0.1:5432/inventory",
+            statement_timeout: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(1),
+            pooler: pooler::Pooler::None,
+        };
+        let pool = connect(connection, lanes).await.expect("a lazy pool");
+        assert_eq!(pool.pg().options().get_max_connections(), lanes + 1);
+    }
+    let wrong = Connection {
+        url: "postgres://inventory@127.0.0.1:notaport/inventory",
+        statement_timeout: Duration::ZERO,
+        lock_timeout: Duration::ZERO,
+        pooler: pooler::Pooler::None,
+    };
+    assert!(matches!(
+        connect(wrong, 1).await,
+        Err(StoreError::Rejected { message, .. }) if message.contains("DATABASE_URL")
+    ));
+}
+
 /// What the schema check says of a database: `Ok`, or the error's text.
 async fn schema_check(pool: &PgPool) -> Result<(), String> {
     check_schema(&pool.clone().into())
