@@ -102,6 +102,62 @@ async fn the_pool_has_a_connection_for_each_lane_and_one_more() {
     ));
 }
 
+/// Parked rows past their retention go with their day's partition, and
+/// payloads past theirs are cleared, 10,000 a step until a step finds
+/// fewer; the report counts both.
+#[sqlx::test(migrations = false)]
+async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
+    let db = pool.clone().into();
+    let retention = Retention {
+        parked_payload_days: 1,
+        ..RETENTION
+    };
+    migrate(&db, retention).await.expect("migrate");
+    let old = Utc::now().date_naive() - chrono::Duration::days(40);
+    sqlx::query(&format!(
+        "CREATE TABLE inbox_parked_p{} PARTITION OF inbox_parked
+         FOR VALUES FROM ('{old}') TO ('{}')",
+        old.format("%Y%m%d"),
+        old + chrono::Duration::days(1)
+    ))
+    .execute(&pool)
+    .await
+    .expect("a day of parked rows 40 days ago");
+    // 3 rows of that day, and 25,000 of today parked two days ago (by
+    // their clock), each with its payload.
+    sqlx::query(
+        "INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                                   reason, error, payload, parked_at)
+         SELECT CASE WHEN n <= 3 THEN $1 ELSE CURRENT_DATE END, 'c', 'orders', 0, n,
+                'invalid_json', 'e', '\\x00', now() - interval '2 days'
+         FROM generate_series(1, 25003) AS n",
+    )
+    .bind(old)
+    .execute(&pool)
+    .await
+    .expect("parked rows");
+    let report = maintain(&db).await.expect("maintain");
+    assert!(report.locked);
+    assert_eq!(
+        (report.parked_deleted, report.payloads_cleared),
+        (3, 25_000)
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM inbox_parked WHERE payload IS NOT NULL"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM inbox_parked").await,
+        25_000
+    );
+    let again = maintain(&db).await.expect("maintain");
+    assert_eq!((again.parked_deleted, again.payloads_cleared), (0, 0));
+}
+
 /// What the schema check says of a database: `Ok`, or the error's text.
 async fn schema_check(pool: &PgPool) -> Result<(), String> {
     check_schema(&pool.clone().into())
