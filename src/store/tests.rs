@@ -208,6 +208,19 @@ async fn the_schema_check_says_what_to_do_of_each_version(pool: PgPool) {
         unreadable.contains("cannot read the schema version"),
         "{unreadable}"
     );
+    // Any other refusal is the database's, as it said it.
+    sqlx::raw_sql(
+        "GRANT SELECT ON _sqlx_migrations TO CURRENT_USER;
+         ALTER TABLE _sqlx_migrations RENAME COLUMN success TO done",
+    )
+    .execute(&pool)
+    .await
+    .expect("a version table of another shape");
+    let other = check_schema(&pool.clone().into()).await;
+    assert!(
+        matches!(&other, Err(StoreError::Unexpected { sqlstate, .. }) if sqlstate == "42703"),
+        "{other:?}"
+    );
 }
 
 #[sqlx::test(migrations = false)]
