@@ -158,6 +158,40 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
     assert_eq!((again.parked_deleted, again.payloads_cleared), (0, 0));
 }
 
+/// Compaction rebuilds each index of the closed days once, and its report
+/// adds up what `inbox_compacted` records of each.
+#[sqlx::test(migrations = false)]
+async fn compaction_reports_the_bytes_of_every_index_it_rebuilt(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-K", 100)]).await;
+    inbox
+        .apply(&records(&[order("K-today", "SKU-K", 1)]), None)
+        .await
+        .expect("the consumer's code");
+    ledger_rows(&pool, 3, 5_000).await;
+    ledger_rows(&pool, 4, 5_000).await;
+    let db = pool.clone().into();
+    let report = compact(&db).await.expect("compact");
+    assert!(report.owner);
+    assert_eq!(report.failed, Vec::<String>::new());
+    let (rebuilt, before, after): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), sum(bytes_before)::bigint, sum(bytes_after)::bigint
+         FROM inbox_compacted",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("what was recorded");
+    assert_eq!(
+        (
+            report.rebuilt as i64,
+            report.bytes_before,
+            report.bytes_after
+        ),
+        (rebuilt, before, after)
+    );
+    assert!(rebuilt >= 2 && after < before, "{report:?}");
+    assert_eq!(compact(&db).await.expect("again").rebuilt, 0, "once");
+}
+
 /// What the schema check says of a database: `Ok`, or the error's text.
 async fn schema_check(pool: &PgPool) -> Result<(), String> {
     check_schema(&pool.clone().into())
