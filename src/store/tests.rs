@@ -192,6 +192,24 @@ async fn compaction_reports_the_bytes_of_every_index_it_rebuilt(pool: PgPool) {
     assert_eq!(compact(&db).await.expect("again").rebuilt, 0, "once");
 }
 
+/// `migrate` holds a session's advisory lock across transactions: through
+/// a transaction pooler it is refused before it connects.
+#[tokio::test]
+async fn migrate_is_refused_through_a_transaction_pooler() {
+    let connection = Connection {
+        url: "postgres://inventory:secret@127.0.0.1:1/inventory",
+        statement_timeout: Duration::ZERO,
+        lock_timeout: Duration::ZERO,
+        pooler: pooler::Pooler::Transaction,
+    };
+    let pool = connect(connection, 1).await.expect("a lazy pool");
+    let refused = migrate(&pool, RETENTION).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Schema(text)) if text.contains("transaction pooler")),
+        "{refused:?}"
+    );
+}
+
 /// What the schema check says of a database: `Ok`, or the error's text.
 async fn schema_check(pool: &PgPool) -> Result<(), String> {
     check_schema(&pool.clone().into())
