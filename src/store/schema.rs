@@ -264,7 +264,7 @@ pub async fn compact(pool: &DbPool) -> Result<CompactReport, StoreError> {
     // pooler, where it would outlive the session on a server connection
     // others get, and a rebuild runs under the server's own default there.
     let mut connection = pool.connect_own().await?;
-    if pool.pooler() != Pooler::Transaction {
+    if lifts_statement_timeout(pool.pooler()) {
         sqlx::raw_sql("SET statement_timeout = 0")
             .execute(&mut connection)
             .await?;
@@ -298,6 +298,13 @@ pub async fn compact(pool: &DbPool) -> Result<CompactReport, StoreError> {
     }
     connection.close().await?;
     Ok(report)
+}
+
+/// Whether compaction's own connection lifts the statement timeout for its
+/// rebuilds: not through a transaction pooler, where the session's `SET`
+/// would outlive it on a server connection others get.
+pub(super) fn lifts_statement_timeout(pooler: Pooler) -> bool {
+    pooler != Pooler::Transaction
 }
 
 /// Makes the codes the ledger keeps for a consumer name and its topics

@@ -210,6 +210,14 @@ async fn migrate_is_refused_through_a_transaction_pooler() {
     );
 }
 
+#[test]
+fn compaction_lifts_the_statement_timeout_unless_behind_a_transaction_pooler() {
+    use pooler::Pooler;
+    assert!(schema::lifts_statement_timeout(Pooler::None));
+    assert!(schema::lifts_statement_timeout(Pooler::Session));
+    assert!(!schema::lifts_statement_timeout(Pooler::Transaction));
+}
+
 /// What the schema check says of a database: `Ok`, or the error's text.
 async fn schema_check(pool: &PgPool) -> Result<(), String> {
     check_schema(&pool.clone().into())
