@@ -162,11 +162,7 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
 /// adds up what `inbox_compacted` records of each.
 #[sqlx::test(migrations = false)]
 async fn compaction_reports_the_bytes_of_every_index_it_rebuilt(pool: PgPool) {
-    let inbox = inbox(pool.clone(), &[("SKU-K", 100)]).await;
-    inbox
-        .apply(&records(&[order("K-today", "SKU-K", 1)]), None)
-        .await
-        .expect("the consumer's code");
+    migrated_with_codes(&pool).await;
     ledger_rows(&pool, 3, 5_000).await;
     ledger_rows(&pool, 4, 5_000).await;
     let db = pool.clone().into();
@@ -1575,6 +1571,15 @@ async fn layout(pool: &PgPool) -> Option<(i32, Vec<chrono::NaiveDate>)> {
         .expect("the layout")
 }
 
+/// A migrated database with the store consumer's and the topic's codes,
+/// as before a first batch (for rows written by [`ledger_rows`]).
+async fn migrated_with_codes(pool: &PgPool) {
+    inbox(pool.clone(), &[]).await;
+    register_codes(&pool.clone().into(), "store-tests", &["orders".into()])
+        .await
+        .expect("the codes");
+}
+
 /// Writes `ids` ledger rows of `day` (days ago) in one statement, as a
 /// batch of the store's consumer would.
 async fn ledger_rows(pool: &PgPool, days_ago: i32, ids: i64) {
@@ -1595,11 +1600,7 @@ async fn ledger_rows(pool: &PgPool, days_ago: i32, ids: i64) {
 
 #[sqlx::test(migrations = false)]
 async fn the_slots_are_laid_out_again_only_when_a_filter_changes(pool: PgPool) {
-    let inbox = inbox(pool.clone(), &[("SKU-G", 100)]).await;
-    inbox
-        .apply(&records(&[order("G-today", "SKU-G", 1)]), None)
-        .await
-        .expect("the consumer's code");
+    migrated_with_codes(&pool).await;
     let five = Utc::now().date_naive() - chrono::Duration::days(5);
     let four = five + chrono::Duration::days(1);
     ledger_rows(&pool, 5, 40).await;
@@ -1620,11 +1621,7 @@ async fn the_slots_are_laid_out_again_only_when_a_filter_changes(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn the_slots_are_laid_out_by_one_instance_at_a_time(pool: PgPool) {
-    let inbox = inbox(pool.clone(), &[("SKU-H", 100)]).await;
-    inbox
-        .apply(&records(&[order("H-today", "SKU-H", 1)]), None)
-        .await
-        .expect("the consumer's code");
+    migrated_with_codes(&pool).await;
     let five = Utc::now().date_naive() - chrono::Duration::days(5);
     ledger_rows(&pool, 5, 40).await;
     build_filter_of(&pool, five).await;
@@ -1651,11 +1648,7 @@ async fn the_slots_are_laid_out_by_one_instance_at_a_time(pool: PgPool) {
 /// words repeated.
 #[sqlx::test(migrations = false)]
 async fn a_large_day_and_small_ones_are_laid_out_without_missing_an_id(pool: PgPool) {
-    let inbox = inbox(pool.clone(), &[("SKU-J", 100)]).await;
-    inbox
-        .apply(&records(&[order("J-today", "SKU-J", 1)]), None)
-        .await
-        .expect("the consumer's code");
+    migrated_with_codes(&pool).await;
     let today = Utc::now().date_naive();
     ledger_rows(&pool, 6, 300_000).await;
     ledger_rows(&pool, 5, 20_000).await;
