@@ -104,11 +104,23 @@ line AS MATERIALIZED (
          AS l(record_ord, sku, quantity, shared, ord)
     JOIN record r ON r.ord = l.record_ord
 ),
--- 1.
+-- 1. The stock row of each SKU the batch names, as the snapshot holds it,
+--    read once a SKU: a line whose SKU has none names an unknown SKU, and
+--    the version read is compared with the one the lock returns (`moved`).
+batch_sku AS MATERIALIZED (
+    SELECT DISTINCT sku FROM line
+),
+sku_seen AS MATERIALIZED (
+    SELECT s.sku, s.xmin AS version
+    FROM inventory_stock s
+    WHERE s.sku = ANY (ARRAY(SELECT sku FROM batch_sku))
+),
 unknown_sku AS MATERIALIZED (
     SELECT DISTINCT ON (l.record_ord) l.record_ord, l.sku
     FROM line l
-    WHERE NOT EXISTS (SELECT FROM inventory_stock s WHERE s.sku = l.sku)
+    -- Usually every SKU is known, and no line is looked at.
+    WHERE (SELECT count(*) FROM sku_seen) < (SELECT count(*) FROM batch_sku)
+      AND NOT EXISTS (SELECT FROM sku_seen s WHERE s.sku = l.sku)
     ORDER BY l.record_ord, l.line_ord
 ),
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
@@ -252,9 +264,10 @@ split AS MATERIALIZED (
 ),
 -- 3. The stock rows of every SKU the fresh events name, locked in SKU
 --    order (concurrent batches wait, never deadlock), with the version
---    of each row the lock returned.
+--    of each row the lock returned and the stock it holds: the lock is held
+--    until the commit, so that is what the allocation counts against.
 locked AS MATERIALIZED (
-    SELECT s.sku, s.xmin AS version
+    SELECT s.sku, s.xmin AS version, s.on_hand - s.reserved AS available
     FROM inventory_stock s
     WHERE s.sku IN (SELECT l.sku
                     FROM line l
@@ -267,8 +280,8 @@ locked AS MATERIALIZED (
 -- the lock returned a newer version than the snapshot holds.
 moved AS MATERIALIZED (
     SELECT EXISTS (SELECT FROM locked k
-                   JOIN inventory_stock seen ON seen.sku = k.sku
-                   WHERE seen.xmin <> k.version) AS since_snapshot
+                   JOIN sku_seen seen ON seen.sku = k.sku
+                   WHERE seen.version <> k.version) AS since_snapshot
 ),
 fresh_order AS MATERIALIZED (
     SELECT DISTINCT l.order_id
@@ -344,12 +357,16 @@ new_line AS MATERIALIZED (
       AND (SELECT count(*) FROM split) = 0
 ),
 -- 6. Each SKU's demand: the sum of the batch's new lines, against its stock
---    as the lock shows it (held already: no wait).
+--    as the lock returned it (step 3; not read again). One grouping of the
+--    two sets, not a join: the planner cannot size them and would compare
+--    every line's SKU with every locked one.
 stock AS MATERIALIZED (
-    SELECT s.sku, s.on_hand - s.reserved AS available, d.demand
-    FROM (SELECT sku, sum(quantity) AS demand FROM new_line GROUP BY sku) AS d
-    JOIN inventory_stock s ON s.sku = d.sku
-    FOR UPDATE OF s
+    SELECT sku, max(available) AS available, sum(quantity) AS demand
+    FROM (SELECT sku, available, NULL::integer AS quantity FROM locked
+          UNION ALL
+          SELECT sku, NULL, quantity FROM new_line) AS held_or_wanted
+    GROUP BY sku
+    HAVING count(available) > 0 AND count(quantity) > 0
 ),
 -- 7. Where a SKU's stock covers all of the batch's new lines (the usual
 --    case) they are all reserved; where it does not, first come, first
