@@ -439,9 +439,13 @@ pub struct RunArgs {
     pub db_pool_size: u32,
 
     /// Round trip to the database, in milliseconds, from which a backlog is
-    /// applied in several lanes (0: always). Nearer, a batch is all
-    /// database work and concurrent ones only wait on each other's row locks.
-    #[arg(long, env = "INBOX_LANES_FROM_ROUND_TRIP_MS", default_value_t = 1,
+    /// applied in several lanes (0: always). Nearer, one lane meets every
+    /// figure of §11 and concurrent batches only wait on each other's locks
+    /// of the hot stock rows: at 2 and 5 ms four lanes took the batch p95
+    /// while catching up past 45 ms for 8–19 % more throughput; at 10 ms one
+    /// lane fell below 5,000/s (docs/benchmarks.md, "How many lanes at a
+    /// distance").
+    #[arg(long, env = "INBOX_LANES_FROM_ROUND_TRIP_MS", default_value_t = 8,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub lanes_from_round_trip_ms: u64,
 
