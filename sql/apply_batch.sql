@@ -126,94 +126,17 @@ unknown_sku AS MATERIALIZED (
 -- 2. What the ledger holds of the candidates' ids, on any day of the window
 --    (its primary key leads with the id): an id is applied once within the
 --    window, whatever day its event time names. Today is looked up in full,
---    and yesterday while it is not filtered (the other partitions are
---    pruned when the statement runs); a closed day (yesterday or older) only
---    for the ids its filter may hold, or for every id while it has no clean
---    filter laid out in the slots (docs/design.md#the-filter-of-closed-days).
---    A clean filter of a day that held no id rules out every id.
-probe_id AS MATERIALIZED (
-    SELECT message_id, uuid_hash_extended(message_id, 0) & 2147483647 AS h,
-           inbox_filter_mask(uuid_hash_extended(message_id, 1)) AS mask
-    FROM record
-    WHERE kind = 'candidate'
-),
-layout AS MATERIALIZED (
-    SELECT generation, slots, days, built_at, offsets, widths FROM inbox_ledger_filter_layout
-),
--- The closed days are the ledger's partitions, not the filters' rows: a
--- partition that has no row of its own is looked up in full. Filtered: its
--- filter is clean and the slots hold that very build.
-closed_day AS MATERIALIZED (
-    SELECT d.event_day, l.word_offset, l.width,
-           coalesce(f.built_writes = f.late_writes AND l.built_at = f.built_at, false)
-               AS filtered
-    FROM inbox_window_days() AS d(event_day)
-    LEFT JOIN inbox_ledger_filter f ON f.event_day = d.event_day
-    LEFT JOIN (SELECT u.* FROM layout,
-                      unnest(layout.days, layout.built_at, layout.offsets, layout.widths)
-                      AS u(event_day, built_at, word_offset, width)) AS l
-           ON l.event_day = d.event_day
-    WHERE d.event_day < inbox_today()
-      AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.ids > 0)
-),
--- The first day looked up in full: yesterday while it is not filtered,
--- else today (a scalar the partitions are pruned with as the statement runs).
-full_from AS MATERIALIZED (
-    SELECT CASE WHEN EXISTS (SELECT FROM closed_day
-                             WHERE event_day = inbox_today() - 1 AND NOT filtered)
-                THEN inbox_today() - 1 ELSE inbox_today() END AS event_day
-),
--- The days before yesterday that are not filtered, looked up in full.
-stale_day AS MATERIALIZED (
-    SELECT event_day FROM closed_day
-    WHERE NOT filtered AND event_day < inbox_today() - 1
-),
--- Each id's slot row: one index probe an id, whatever the number of days.
-slot_row AS MATERIALIZED (
-    SELECT i.message_id, i.h, i.mask, s.words
-    FROM probe_id i
-    JOIN inbox_ledger_filter_slot s
-      ON s.generation = (SELECT generation FROM layout)
-     AND s.slot = i.h % (SELECT slots FROM layout)
-    WHERE EXISTS (SELECT FROM closed_day WHERE filtered)
-),
--- The ids a filtered closed day may hold, with that day: one word a day.
-closed_probe AS MATERIALIZED (
-    SELECT r.message_id, d.event_day
-    FROM slot_row r
-    JOIN closed_day d ON d.filtered
-    WHERE r.words[d.word_offset + ((r.h / (SELECT slots FROM layout)) % d.width)::integer + 1]
-          & r.mask = r.mask
-),
+--    and yesterday while it is not filtered; a closed day (yesterday or
+--    older) only for the ids its filter may hold, or for every id while it
+--    has no clean filter laid out in the slots
+--    (docs/design.md#the-filter-of-closed-days). A function
+--    (inbox_ledger_seen), so that only the partitions of the days looked up
+--    are opened, not the whole window's for every batch.
 ledger_seen AS MATERIALIZED (
     SELECT DISTINCT ON (s.message_id) s.message_id, s.payload_hash,
            s.topic, s.kafka_partition, s.kafka_offset
-    FROM (SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
-                 p.event_day
-          FROM processed_inbox p
-          WHERE p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
-            AND p.consumer = (SELECT consumer FROM codes)
-            AND p.event_day >= (SELECT event_day FROM full_from)
-          UNION ALL
-          -- Every id on the days before yesterday without a clean filter:
-          -- skipped as a whole when every filter is clean; otherwise every
-          -- partition is looked up, as before the filters.
-          SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
-                 p.event_day
-          FROM processed_inbox p
-          WHERE (SELECT count(*) FROM stale_day) > 0
-            AND p.message_id = ANY (ARRAY(SELECT message_id FROM probe_id))
-            AND p.consumer = (SELECT consumer FROM codes)
-            AND p.event_day = ANY (ARRAY(SELECT event_day FROM stale_day))
-          UNION ALL
-          SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
-                 p.event_day
-          FROM closed_probe o
-          JOIN LATERAL (SELECT *
-                        FROM processed_inbox x
-                        WHERE x.message_id = o.message_id
-                          AND x.consumer = (SELECT consumer FROM codes)
-                          AND x.event_day = o.event_day) AS p ON true) AS s
+    FROM inbox_ledger_seen((SELECT consumer FROM codes),
+                           ARRAY(SELECT message_id FROM record WHERE kind = 'candidate')) AS s
     ORDER BY s.message_id, s.event_day
 ),
 -- Each candidate: a duplicate (its id in the ledger with its fingerprint, or
