@@ -362,25 +362,31 @@ to_park AS MATERIALIZED (
     JOIN record r ON r.ord = v.ord
     WHERE v.verdict = 'conflict'
 ),
+-- The records to park with their positions, before the look-up below: a
+-- condition on the records alone would be run on every record of the batch.
+park_row AS MATERIALIZED (
+    SELECT p.ord, p.reason, p.error, r.topic, r.kafka_partition, r.kafka_offset, r.message_id
+    FROM to_park p
+    JOIN record r ON r.ord = p.ord
+),
 parked AS (
     INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
                               message_id, reason, error, payload, headers, trace_id,
                               record_key, dlq_sent_at)
-    SELECT (SELECT parked_day FROM codes), $1, r.topic, r.kafka_partition, r.kafka_offset,
-           r.message_id,
+    SELECT (SELECT parked_day FROM codes), $1, p.topic, p.kafka_partition, p.kafka_offset,
+           p.message_id,
            p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb,
            $23::text, ($26::bytea[])[p.ord::int],
            -- No DLQ: no copy is owed.
            CASE WHEN $25::boolean THEN NULL ELSE now() END
-    FROM to_park p
-    JOIN record r ON r.ord = p.ord
+    FROM park_row p
     WHERE (SELECT count(*) FROM split) = 0
-      -- Parked on an earlier day (a redelivery after midnight).
-      AND NOT EXISTS (SELECT FROM inbox_parked x
-                      WHERE x.consumer = $1 AND x.topic = r.topic
-                        AND x.kafka_partition = r.kafka_partition
-                        AND x.kafka_offset = r.kafka_offset)
-    ORDER BY r.topic, r.kafka_partition, r.kafka_offset
+      -- Parked on an earlier day (a redelivery after midnight). Looked up
+      -- by a function, run only for the records parked: a subquery would
+      -- put every day of parked rows kept (30 by default) in the plan, each
+      -- opened for every batch.
+      AND inbox_parked_id($1, p.topic, p.kafka_partition, p.kafka_offset) IS NULL
+    ORDER BY p.topic, p.kafka_partition, p.kafka_offset
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset, parked_day) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
 ),
@@ -425,16 +431,13 @@ SELECT (SELECT coalesce(array_agg(ord ORDER BY ord), '{}') FROM event) AS fresh,
        coalesce(p.newly, '{}') AS parked_newly,
        coalesce(p.ids, '{}') AS parked_ids,
        (SELECT count(*) FROM next_position) AS positions_moved
-FROM (SELECT array_agg(t.ord ORDER BY t.ord) AS ords,
-             array_agg(t.reason ORDER BY t.ord) AS reasons,
-             array_agg(t.error ORDER BY t.ord) AS errors,
-             array_agg(n.kafka_offset IS NOT NULL ORDER BY t.ord) AS newly,
-             array_agg(coalesce(n.id, (SELECT min(x.id) FROM inbox_parked x
-                                       WHERE x.consumer = $1 AND x.topic = r.topic
-                                         AND x.kafka_partition = r.kafka_partition
-                                         AND x.kafka_offset = r.kafka_offset))
-                       ORDER BY t.ord) AS ids
-      FROM to_park t
-      JOIN record r ON r.ord = t.ord
+FROM (SELECT array_agg(r.ord ORDER BY r.ord) AS ords,
+             array_agg(r.reason ORDER BY r.ord) AS reasons,
+             array_agg(r.error ORDER BY r.ord) AS errors,
+             array_agg(n.kafka_offset IS NOT NULL ORDER BY r.ord) AS newly,
+             array_agg(coalesce(n.id, inbox_parked_id($1, r.topic, r.kafka_partition,
+                                                      r.kafka_offset))
+                       ORDER BY r.ord) AS ids
+      FROM park_row r
       LEFT JOIN parked n ON (n.topic, n.kafka_partition, n.kafka_offset)
                           = (r.topic, r.kafka_partition, r.kafka_offset)) AS p

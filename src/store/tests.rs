@@ -1207,6 +1207,11 @@ async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
         "{again:?}"
     );
     assert_eq!(scalar(&pool, "SELECT count(*) FROM inbox_parked").await, 1);
+    // Named by its row, for the DLQ copy it may owe.
+    assert_eq!(
+        again.parked_before[0].id,
+        Some(scalar(&pool, "SELECT id FROM inbox_parked").await)
+    );
 }
 
 #[sqlx::test(migrations = false)]
