@@ -13,6 +13,11 @@ use inventory_inbox::store::positions;
 use inventory_inbox::store::{self, Inbox, ReplayOutcome};
 use inventory_inbox::telemetry::Telemetry;
 
+/// mimalloc: with glibc's malloc about a third of the batch path's CPU
+/// went to malloc and free (docs/benchmarks.md#the-allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -81,6 +81,11 @@ enum Command {
     Explore(commands::explore::ExploreArgs),
 }
 
+/// The service binary's allocator, so that `db-ceiling` measures its batch
+/// path.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let work = async {
