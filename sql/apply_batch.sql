@@ -57,15 +57,28 @@
 --
 -- 0. Before anything: a partition whose position in the database is behind
 --    the one this consumer wrote ($22) means the database went back (a
---    restore, a failover to a lagging replica). The function raises
---    (SQLSTATE IX001), so nothing of the batch commits and the consumer reads
---    the partition again from the database's position.
-WITH position_check AS MATERIALIZED (
-    SELECT inbox_position_behind(n.topic, n.kafka_partition, p.next_offset, n.expected)
-    FROM UNNEST($19::text[], $20::int[], $22::bigint[]) AS n(topic, kafka_partition, expected)
+--    restore, a failover to a lagging replica); one an operator set to
+--    another offset than this consumer's (`positions set`, either way) is
+--    to be read from there. The functions raise (SQLSTATE IX001), so
+--    nothing of the batch commits and the consumer reads the partition
+--    again from the database's position. A set that commits while this
+--    statement runs is caught as the position is written (step 10).
+WITH partition_arg AS MATERIALIZED (
+    SELECT *
+    FROM UNNEST($19::text[], $20::int[], $21::bigint[], $22::bigint[], $24::uuid[])
+         AS n(topic, kafka_partition, next_offset, expected, topic_id)
+),
+position_check AS MATERIALIZED (
+    SELECT CASE WHEN p.moved_by_operator
+                THEN inbox_position_moved(n.topic, n.kafka_partition, p.next_offset, n.expected,
+                                          n.next_offset)
+                ELSE inbox_position_behind(n.topic, n.kafka_partition, p.next_offset, n.expected)
+           END
+    FROM partition_arg n
     LEFT JOIN inbox_position p
            ON p.consumer = $1 AND p.topic = n.topic AND p.kafka_partition = n.kafka_partition
-    WHERE n.expected IS NOT NULL AND (p.next_offset IS NULL OR p.next_offset < n.expected)
+    WHERE (n.expected IS NOT NULL AND (p.next_offset IS NULL OR p.next_offset < n.expected))
+       OR (p.moved_by_operator AND p.next_offset IS DISTINCT FROM n.expected)
 ),
 -- The codes the ledger keeps for the consumer name and the topics
 -- (inbox_consumer, inbox_topic; made at their first use). Made in one order
@@ -390,12 +403,15 @@ parked AS (
     ON CONFLICT (consumer, topic, kafka_partition, kafka_offset, parked_day) DO NOTHING
     RETURNING id, topic, kafka_partition, kafka_offset
 ),
--- 10.
+-- 10. The row written is the newest version of the position, whatever
+--     this statement's snapshot held: an operator's set that committed
+--     since (while this batch waited on a stock row's lock) is seen here,
+--     and the statement refuses (IX001) rather than write over it.
 next_position AS (
-    INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset, topic_id)
-    SELECT $1, n.topic, n.kafka_partition, n.next_offset, n.topic_id
-    FROM UNNEST($19::text[], $20::int[], $21::bigint[], $24::uuid[])
-         AS n(topic, kafka_partition, next_offset, topic_id)
+    INSERT INTO inbox_position AS p (consumer, topic, kafka_partition, next_offset, topic_id,
+                                     applied_through)
+    SELECT $1, n.topic, n.kafka_partition, n.next_offset, n.topic_id, n.next_offset
+    FROM partition_arg n
     CROSS JOIN (SELECT count(*) FROM stock_update) AS stock_done
     CROSS JOIN (SELECT count(*) FROM parked) AS parked_done
     CROSS JOIN (SELECT count(*) FROM raced) AS race_checked
@@ -404,12 +420,23 @@ next_position AS (
         -- Forward only, unless the position was written for the topic's
         -- earlier life (deleted and created again since); a position of
         -- no known topic takes this one's.
-        SET next_offset = CASE WHEN p.topic_id <> EXCLUDED.topic_id THEN EXCLUDED.next_offset
-                               ELSE greatest(p.next_offset, EXCLUDED.next_offset) END,
+        SET next_offset =
+                CASE WHEN p.moved_by_operator
+                     THEN inbox_position_moved(p.topic, p.kafka_partition, p.next_offset,
+                                               (SELECT a.expected FROM partition_arg a
+                                                WHERE (a.topic, a.kafka_partition)
+                                                    = (EXCLUDED.topic, EXCLUDED.kafka_partition)),
+                                               EXCLUDED.next_offset)
+                     WHEN p.topic_id <> EXCLUDED.topic_id THEN EXCLUDED.next_offset
+                     ELSE greatest(p.next_offset, EXCLUDED.next_offset) END,
+            applied_through =
+                CASE WHEN p.topic_id <> EXCLUDED.topic_id THEN EXCLUDED.next_offset
+                     ELSE greatest(p.applied_through, EXCLUDED.next_offset) END,
             topic_id = coalesce(EXCLUDED.topic_id, p.topic_id),
             moved_by_operator = false,
             updated_at = now()
-        WHERE p.next_offset < EXCLUDED.next_offset
+        WHERE p.moved_by_operator
+           OR p.next_offset < EXCLUDED.next_offset
            OR (EXCLUDED.topic_id IS NOT NULL AND p.topic_id IS DISTINCT FROM EXCLUDED.topic_id)
     RETURNING 1
 )

@@ -337,13 +337,16 @@ async fn positions_set(
             before.map_or("none".to_owned(), |b| b.to_string())
         );
     }
-    println!("{moved} position(s) set; consumers read them when the partitions are next assigned");
+    println!(
+        "{moved} position(s) set; a running consumer reads from there within 10 s (a batch of the partition in flight is refused, not applied), a stopped one when it starts"
+    );
     Ok(())
 }
 
 /// The partitions `positions set` moves (all when none is named), once
 /// every named one exists and no offset is past its partition's end (it
-/// would skip records not produced yet).
+/// would skip records not produced yet) or before its log start (those
+/// records are deleted: nothing could read them).
 fn chosen_partitions<'a>(
     topic: &str,
     offsets: &'a [cluster::PartitionOffsets],
@@ -365,6 +368,13 @@ fn chosen_partitions<'a>(
                 "--offset {at} is past the end of partition {} ({}): nothing moved; `--offset latest` skips everything not read yet",
                 partition.partition,
                 partition.end
+            );
+        }
+        if let Some(partition) = chosen.iter().find(|o| at < o.earliest) {
+            anyhow::bail!(
+                "--offset {at} is before the earliest offset of partition {} ({}): retention deleted the records before it; nothing moved; `--offset earliest` reads from the first record the topic holds",
+                partition.partition,
+                partition.earliest
             );
         }
     }
@@ -455,6 +465,25 @@ mod tests {
         let named = chosen_partitions("orders", &offsets, &[2, 0], None).expect("named");
         let numbers: Vec<i32> = named.iter().map(|o| o.partition).collect();
         assert_eq!(numbers, vec![0, 2]);
+    }
+
+    #[test]
+    fn positions_set_refuses_an_offset_before_the_log_start() {
+        let offsets = [cluster::PartitionOffsets {
+            partition: 3,
+            earliest: 5,
+            end: 30,
+            committed: None,
+        }];
+        let below = chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(2)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            below.starts_with("--offset 2 is before the earliest offset of partition 3 (5)"),
+            "{below}"
+        );
+        let at_start = chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(5)));
+        assert_eq!(at_start.expect("at the log start").len(), 1);
     }
 
     #[test]

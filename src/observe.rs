@@ -154,8 +154,8 @@ impl ConsumeFailed<'_> {
 
 /// The database's position of a partition is behind what this member wrote
 /// or read (restored, or failed over to a replica that lacked the last
-/// commits), or an operator moved it back (`positions set`): the partition
-/// is read again from there. Only the first is counted.
+/// commits), or an operator set it (`positions set`, either way): the
+/// partition is read from there. Only the first is counted.
 pub(crate) struct PositionBehind<'a> {
     pub topic: &'a str,
     pub partition: i32,
@@ -171,7 +171,7 @@ impl PositionBehind<'_> {
                 topic,
                 partition,
                 position = ?position,
-                "an operator moved the partition's position back (`inventory-inbox positions set`): reading it again from there"
+                "an operator set the partition's position (`inventory-inbox positions set`): reading it from there"
             );
             return;
         }
@@ -188,19 +188,33 @@ impl PositionBehind<'_> {
     }
 }
 
-/// A partition starts past what the database lacks: its position is older
+/// A partition starts past its database position: the position is older
 /// than the partition's log start (retention deleted those records). The
-/// records lost are counted (`inbox_position_gap_records_total`).
+/// records among them the database never applied are lost, and counted
+/// (`inbox_position_gap_records_total`); a position an operator set back
+/// below the log start may lack none.
 pub(crate) struct PositionGap<'a> {
     pub topic: &'a str,
     pub partition: i32,
     pub database_position: i64,
     pub log_start: i64,
+    /// Of the records before the log start, those never applied.
+    pub missing: i64,
 }
 
 impl PositionGap<'_> {
     pub fn emit(&self, metrics: &Metrics) {
-        let missing = self.log_start - self.database_position;
+        let missing = self.missing;
+        if missing == 0 {
+            tracing::warn!(
+                topic = self.topic,
+                partition = self.partition,
+                database_position = self.database_position,
+                log_start = self.log_start,
+                "the position is older than the partition's earliest offset, but every record before that was applied: continuing from the earliest offset, nothing lost"
+            );
+            return;
+        }
         metrics.position_gaps.inc_by(missing.unsigned_abs());
         tracing::error!(
             topic = self.topic,

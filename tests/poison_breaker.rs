@@ -83,3 +83,99 @@ async fn a_burst_of_invalid_records_holds_consumption_until_resumed() {
     assert!(ok && out.contains("nothing to resume"), "{out}");
     restarted.stop().await;
 }
+
+/// An operator skips the junk while the breaker holds (`positions set`
+/// past it, then `breaker resume`): the consumer goes on from the skip.
+/// Seen before: it went on from where it held and parked every junk record,
+/// while `positions list` said it was past them.
+#[tokio::test]
+async fn a_skip_set_while_the_breaker_holds_is_honoured_on_resume() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let spec = ConsumerSpec::new(&db, &topic)
+        .env("INBOX_POISON_BREAKER_CONSECUTIVE", "5")
+        .env("BATCH_MAX_RECORDS", "5");
+    let junk: Vec<Outgoing> = (0..30)
+        .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
+        .collect();
+    produce(&producer(), &topic, &junk).await;
+    let consumer = spec.start();
+    wait_until(Duration::from_secs(60), "the breaker opened", || async {
+        consumer.metric("inbox_poison_breaker_open").await == 1.0
+    })
+    .await;
+    let parked_when_held = db.parked().await.len();
+    assert!(parked_when_held < 30, "{parked_when_held}");
+    let good: Vec<Outgoing> = (0..3)
+        .map(|i| Outgoing::event(&order(&format!("ORD-SKIP-{i}"), &[("SKU-1", 1)])))
+        .collect();
+    produce(&producer(), &topic, &good).await;
+
+    let (ok, said) = spec.positions(&["set", "--offset", "30"]);
+    assert!(ok, "positions set: {said}");
+    let (ok, out, _) = spec.cli("breaker", &["resume"]);
+    assert!(ok && out.starts_with("resumed"), "{out}");
+    wait_committed(&spec, 33).await;
+    assert_eq!(
+        db.ledger_rows().await,
+        3,
+        "the records after the skip applied"
+    );
+    assert_eq!(
+        db.parked().await.len(),
+        parked_when_held,
+        "nothing of what the operator skipped was read"
+    );
+    assert!(
+        consumer
+            .log_text()
+            .contains("an operator set the partition's position"),
+        "the log says whose move it followed"
+    );
+    let (ok, listed) = spec.positions(&["list", "--json"]);
+    assert!(ok && listed.contains("\"position\":33"), "{listed}");
+    consumer.stop().await;
+}
+
+/// A re-read of a topic that still holds an incident's junk, parked
+/// before, is no new poison: the breaker stays closed (seen: it opened on
+/// the re-read and after each resume). Junk not parked before still opens
+/// it.
+#[tokio::test]
+async fn rereading_records_parked_before_does_not_open_the_breaker() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 100)]).await;
+    let junk = |from: usize, to: usize| -> Vec<Outgoing> {
+        (from..to)
+            .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
+            .collect()
+    };
+    produce(&producer(), &topic, &junk(0, 60)).await;
+    let off = ConsumerSpec::new(&db, &topic).env("INBOX_POISON_BREAKER_CONSECUTIVE", "0");
+    let first = off.start();
+    wait_committed(&off, 60).await;
+    first.stop().await;
+    assert_eq!(db.parked().await.len(), 60);
+
+    let spec = ConsumerSpec::new(&db, &topic)
+        .env("INBOX_POISON_BREAKER_CONSECUTIVE", "20")
+        .env("BATCH_MAX_RECORDS", "10");
+    let (ok, said) = spec.positions(&["set", "--offset", "earliest"]);
+    assert!(ok, "positions set: {said}");
+    let consumer = spec.start();
+    wait_committed(&spec, 60).await;
+    assert_eq!(consumer.metric("inbox_poison_breaker_open").await, 0.0);
+    let (ok, out, _) = spec.cli("breaker", &["status"]);
+    assert!(ok && out.contains("never opened"), "{out}");
+
+    produce(&producer(), &topic, &junk(60, 90)).await;
+    wait_until(
+        Duration::from_secs(60),
+        "new junk opens the breaker",
+        || async { consumer.metric("inbox_poison_breaker_open").await == 1.0 },
+    )
+    .await;
+    consumer.stop().await;
+}

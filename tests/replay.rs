@@ -121,7 +121,7 @@ async fn a_position_moved_back_under_a_running_consumer_is_read_again_as_asked()
     .await;
     let log = consumer.log_text();
     assert!(
-        log.contains("an operator moved the partition's position back"),
+        log.contains("an operator set the partition's position"),
         "{log}"
     );
     assert!(!log.contains("the database is behind"), "{log}");

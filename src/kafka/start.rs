@@ -14,7 +14,7 @@ use crate::batch::PartitionKey;
 use crate::metrics::Metrics;
 use crate::observe::PositionGap;
 use crate::shutdown::Shutdown;
-use crate::store::positions;
+use crate::store::positions::{self, Stored};
 
 /// Reads positions for the rebalance callback, which librdkafka calls
 /// synchronously from inside `recv`.
@@ -35,7 +35,7 @@ impl PositionSource {
         &self,
         partitions: &[PartitionKey],
         topic_ids: &BTreeMap<String, Uuid>,
-    ) -> Option<BTreeMap<PartitionKey, i64>> {
+    ) -> Option<BTreeMap<PartitionKey, Stored>> {
         let wait = async {
             let mut delay = Duration::from_millis(200);
             loop {
@@ -51,12 +51,12 @@ impl PositionSource {
                 match stored.await {
                     Ok(stored) => {
                         let positions: BTreeMap<PartitionKey, i64> = stored
-                            .into_iter()
-                            .map(|(key, stored)| (key, stored.next_offset))
+                            .iter()
+                            .map(|(key, stored)| (key.clone(), stored.next_offset))
                             .collect();
                         self.inbox
                             .expect_positions(partitions, &positions, topic_ids);
-                        return Some(positions);
+                        return Some(stored);
                     }
                     Err(error) => {
                         tracing::warn!(%error, "cannot read the database's positions of the assigned partitions; retrying");
@@ -122,8 +122,8 @@ impl PositionSource {
         }
         let positions = self.read_blocking(&partitions, &topic_ids)?;
         let mut to_commit = BTreeMap::new();
-        for ((topic, partition), next) in &positions {
-            let start = checked_start(consumer, topic, *partition, *next, metrics);
+        for ((topic, partition), stored) in &positions {
+            let start = checked_start(consumer, topic, *partition, *stored, metrics);
             if let Err(error) =
                 assigned.set_partition_offset(topic, *partition, Offset::Offset(start.offset))
             {
@@ -162,18 +162,21 @@ impl Start {
     }
 }
 
-/// Where a partition starts from the database's position `next`: there,
-/// unless it is older than the partition's log start (retention deleted
-/// what the database lacks): then the error is logged, the records counted in
-/// `inbox_position_gap_records_total`, and it starts at the log start.
-/// Blocks for the broker's answer.
+/// Where a partition starts from the database's position: there, unless it
+/// is older than the partition's log start (retention deleted records
+/// since): then it starts at the log start, and the records the database
+/// never applied among those deleted are reported as lost (an error, and
+/// `inbox_position_gap_records_total`); a position an operator set back
+/// below the log start loses nothing it had applied. Blocks for the
+/// broker's answer.
 pub fn checked_start<C: ConsumerContext>(
     consumer: &impl Consumer<C>,
     topic: &str,
     partition: i32,
-    next: i64,
+    stored: Stored,
     metrics: &Metrics,
 ) -> Start {
+    let next = stored.next_offset;
     match consumer.fetch_watermarks(topic, partition, Duration::from_secs(10)) {
         Ok((log_start, _)) if next < log_start => {
             PositionGap {
@@ -181,6 +184,7 @@ pub fn checked_start<C: ConsumerContext>(
                 partition,
                 database_position: next,
                 log_start,
+                missing: stored.never_applied_before(log_start),
             }
             .emit(metrics);
             Start::within_log(log_start)

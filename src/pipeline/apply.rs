@@ -12,6 +12,7 @@ use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
 use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::store::positions::Stored;
 use crate::store::{BatchOutcome, Behind, StoreError};
 
 use super::{drop_partitions, Event, Pipeline, Poll, State};
@@ -229,35 +230,36 @@ impl Pipeline {
         records: &mut Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
     ) {
-        for ((topic, partition), position) in &behind.positions {
+        for ((topic, partition), stored) in &behind.positions {
             PositionBehind {
                 topic,
                 partition: *partition,
-                position: *position,
-                by_operator: behind.by_operator.contains(&(topic.clone(), *partition)),
+                position: stored.map(|s| s.next_offset),
+                by_operator: stored.is_some_and(|s| s.by_operator),
             }
             .emit(&self.metrics);
         }
         self.seek_to(&behind.positions, records, carry);
     }
 
-    /// Reads each partition again from the given position (its beginning for
-    /// `None`), dropping the records in hand, and commits that offset to
-    /// Kafka from now on.
+    /// Reads each partition again from the database's position (its
+    /// beginning for `None`), dropping the records in hand, and commits
+    /// that offset to Kafka from now on.
     pub(super) fn seek_to(
         &self,
-        positions: &BTreeMap<PartitionKey, Option<i64>>,
+        positions: &BTreeMap<PartitionKey, Option<Stored>>,
         records: &mut Vec<InboundRecord>,
         carry: &mut VecDeque<InboundRecord>,
     ) {
-        for ((topic, partition), position) in positions {
-            let offset = match position {
-                Some(next) => Offset::Offset(tokio::task::block_in_place(|| {
+        for ((topic, partition), stored) in positions {
+            let position = stored.map(|s| s.next_offset);
+            let offset = match stored {
+                Some(stored) => Offset::Offset(tokio::task::block_in_place(|| {
                     crate::kafka::checked_start(
                         &*self.consumer,
                         topic,
                         *partition,
-                        *next,
+                        *stored,
                         &self.metrics,
                     )
                     .offset
@@ -272,7 +274,7 @@ impl Pipeline {
                 tracing::error!(%error, topic, partition, "seek failed");
             }
             self.offsets
-                .rewind(&(topic.to_owned(), *partition), *position);
+                .rewind(&(topic.to_owned(), *partition), position);
         }
         let again: Vec<PartitionKey> = positions.keys().cloned().collect();
         drop_partitions(&again, records, carry);

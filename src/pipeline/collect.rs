@@ -15,6 +15,7 @@ use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
 
 use crate::observe::ConsumeFailed;
+use crate::store::positions::Stored;
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
@@ -225,7 +226,7 @@ impl Pipeline {
             .collect();
         self.inbox
             .expect_positions(&partitions, &BTreeMap::new(), &recreated);
-        let from_the_start: BTreeMap<PartitionKey, Option<i64>> =
+        let from_the_start: BTreeMap<PartitionKey, Option<Stored>> =
             partitions.into_iter().map(|key| (key, None)).collect();
         self.seek_to(&from_the_start, records, &mut poll.carry);
     }

@@ -32,7 +32,7 @@ mod collect;
 mod failpoint;
 mod state;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -389,23 +389,29 @@ fn drop_partitions(
     carry.retain(|r| !dropped(r));
 }
 
-/// Feeds the breaker each record of a round, in poll order: parked (now or
-/// by an earlier delivery) or not. Why it opens, when it does.
+/// Feeds the breaker each record of a round, in poll order: parked now or
+/// not. A record parked at its position by an earlier delivery (a rewind
+/// reads it again) is no new poison and is not fed: re-reading a topic
+/// that still holds an incident's records does not open the breaker
+/// again. Why it opens, when it does.
 fn tripped(
     breaker: &mut PoisonBreaker,
     records: &[InboundRecord],
     outcome: &BatchOutcome,
 ) -> Option<String> {
-    let parked: std::collections::HashSet<(&str, i32, i64)> = outcome
-        .newly_parked
-        .iter()
-        .chain(&outcome.parked_before)
-        .map(|row| (row.topic.as_str(), row.partition, row.offset))
-        .collect();
+    fn at<'a>(rows: &'a [crate::parked::ParkedRow]) -> HashSet<(&'a str, i32, i64)> {
+        rows.iter()
+            .map(|row| (row.topic.as_str(), row.partition, row.offset))
+            .collect()
+    }
+    let (parked, parked_before) = (at(&outcome.newly_parked), at(&outcome.parked_before));
     let mut why = None;
     for record in records {
-        let fate = parked.contains(&(record.topic.as_str(), record.partition, record.offset));
-        if let Some(reason) = breaker.observe(fate) {
+        let at = (record.topic.as_str(), record.partition, record.offset);
+        if parked_before.contains(&at) {
+            continue;
+        }
+        if let Some(reason) = breaker.observe(parked.contains(&at)) {
             why = Some(reason);
         }
     }

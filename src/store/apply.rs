@@ -4,7 +4,7 @@
 //! database refuses until the refused records are isolated.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::postgres::PgRow;
@@ -15,6 +15,7 @@ use crate::batch::{self, Classified, Disposition, PartitionKey};
 use crate::event::{self, ParkReason, MAX_PAYLOAD_BYTES};
 use crate::parked::{self, ParkedRow};
 
+use super::positions::Stored;
 use super::{Inbox, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
@@ -55,13 +56,23 @@ const ARGUMENT_TYPES: [&str; 27] = [
 /// transient failure.
 const MAX_RACES: u32 = 5;
 
-/// Partitions whose position in the database is behind this inbox's.
+/// Partitions to read again from the database's position: it is behind
+/// this inbox's (the database went back), or an operator set it
+/// (`inventory-inbox positions set`, either way).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Behind {
     /// The database's position of each (`None`: it has none).
-    pub positions: BTreeMap<PartitionKey, Option<i64>>,
-    /// Those an operator moved back (`inventory-inbox positions set`).
-    pub by_operator: BTreeSet<PartitionKey>,
+    pub positions: BTreeMap<PartitionKey, Option<Stored>>,
+}
+
+impl Behind {
+    /// The partition's position was set by an operator, not lost by the
+    /// database.
+    pub fn by_operator(&self, key: &PartitionKey) -> bool {
+        self.positions
+            .get(key)
+            .is_some_and(|stored| stored.is_some_and(|s| s.by_operator))
+    }
 }
 
 /// What a batch did, for metrics, logs and the DLQ.
@@ -267,12 +278,13 @@ impl Inbox {
         Err(StoreError::PositionBehind(behind))
     }
 
-    /// The partitions among `keys` whose position in the database is behind
-    /// the one this inbox wrote or read at their assignment (the database
-    /// went back: restored, or failed over to a replica that lacked the last
-    /// commits; or an operator moved it), with the database's position
-    /// (`None`: it has none). They are expected at the database's position
-    /// from now on.
+    /// The partitions among `keys` to read again from the database's
+    /// position: behind the one this inbox wrote or read at their
+    /// assignment (the database went back: restored, or failed over to a
+    /// replica that lacked the last commits), or set by an operator to
+    /// another than that (backwards or forwards), with the database's
+    /// position (`None`: it has none). They are expected at the database's
+    /// position from now on.
     /// The database is asked even when no position is expected yet: the
     /// answer also says that it answers.
     pub async fn gone_back(&self, keys: &[PartitionKey]) -> Result<Behind, StoreError> {
@@ -289,18 +301,16 @@ impl Inbox {
         let mut written = self.written.lock().expect("written lock");
         for key in keys.iter().cloned() {
             let database = stored.get(&key).copied();
-            if let Some(mine) = written.get(&key).copied() {
-                let position = database.map(|d| d.next_offset);
-                if position.is_none_or(|d| d < mine) {
-                    behind.positions.insert(key.clone(), position);
-                    if database.is_some_and(|d| d.by_operator) {
-                        behind.by_operator.insert(key.clone());
-                    }
-                    match position {
-                        Some(d) => written.insert(key, d),
-                        None => written.remove(&key),
-                    };
-                }
+            let mine = written.get(&key).copied();
+            let position = database.map(|d| d.next_offset);
+            let gone_back = mine.is_some_and(|mine| position.is_none_or(|d| d < mine));
+            let set_by_operator = database.is_some_and(|d| d.by_operator) && position != mine;
+            if gone_back || set_by_operator {
+                behind.positions.insert(key.clone(), database);
+                match position {
+                    Some(d) => written.insert(key, d),
+                    None => written.remove(&key),
+                };
             }
         }
         Ok(behind)

@@ -37,6 +37,21 @@ pub struct Stored {
     pub next_offset: i64,
     /// Set by `inventory-inbox positions set`, not by a batch since.
     pub by_operator: bool,
+    /// The highest position a batch ever wrote (an operator's set does not
+    /// move it back): every record before it was applied. `None` where no
+    /// batch wrote one since the column exists.
+    pub applied_through: Option<i64>,
+}
+
+impl Stored {
+    /// How many records from this position to `log_start` (the partition's
+    /// earliest offset) the database never applied: those retention
+    /// deleted are lost. A position an operator set back below the log
+    /// start lacks only what lies past `applied_through`.
+    pub fn never_applied_before(&self, log_start: i64) -> i64 {
+        let applied = self.applied_through.unwrap_or(self.next_offset);
+        (log_start - self.next_offset.max(applied)).max(0)
+    }
 }
 
 /// The database's positions of these partitions (those it has) that
@@ -79,12 +94,12 @@ pub async fn read(
                 );
             }
             _ => {
-                let by_operator = row.try_get("moved_by_operator")?;
                 positions.insert(
                     key,
                     Stored {
                         next_offset,
-                        by_operator,
+                        by_operator: row.try_get("moved_by_operator")?,
+                        applied_through: row.try_get("applied_through")?,
                     },
                 );
             }

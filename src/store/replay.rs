@@ -57,15 +57,13 @@ impl Inbox {
                 let done = self
                     .apply_in(&mut tx, &batch, &BTreeMap::new(), None)
                     .await?;
-                if done.processed == 1 {
-                    ReplayOutcome::Applied
-                } else if done.duplicates == 1 {
-                    ReplayOutcome::Duplicate
-                } else {
-                    ReplayOutcome::StillParked(
-                        ParkReason::UnknownSku,
-                        "an SKU of the order is still not in inventory_stock".into(),
-                    )
+                // Parked again: at its own position, so the statement finds
+                // the row it replays (parked before) and says why, in its
+                // own words.
+                match done.newly_parked.iter().chain(&done.parked_before).next() {
+                    Some(parked) => ReplayOutcome::StillParked(parked.reason, parked.error.clone()),
+                    None if done.processed == 1 => ReplayOutcome::Applied,
+                    None => ReplayOutcome::Duplicate,
                 }
             }
         };

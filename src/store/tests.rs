@@ -69,6 +69,15 @@ fn records(events: &[OrderPlaced]) -> Vec<InboundRecord> {
         .collect()
 }
 
+/// The partitions to read again and the database's position of each.
+fn positions_of(behind: Behind) -> Vec<(PartitionKey, Option<i64>)> {
+    behind
+        .positions
+        .into_iter()
+        .map(|(key, stored)| (key, stored.map(|s| s.next_offset)))
+        .collect()
+}
+
 async fn scalar(pool: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(pool)
@@ -410,10 +419,7 @@ async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool
     let refused = inbox.apply(&batch[2..], None).await;
     match refused {
         Err(StoreError::PositionBehind(behind)) => {
-            assert_eq!(
-                behind.positions.into_iter().collect::<Vec<_>>(),
-                [(("orders".into(), 0), None)]
-            );
+            assert_eq!(positions_of(behind), [(("orders".into(), 0), None)]);
         }
         other => panic!("expected PositionBehind, got {other:?}"),
     }
@@ -465,13 +471,7 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
         &BTreeMap::from([("orders".to_string(), Uuid::new_v4())]),
     );
     assert_eq!(
-        recreated
-            .gone_back(keys)
-            .await
-            .expect("asked")
-            .positions
-            .into_iter()
-            .collect::<Vec<_>>(),
+        positions_of(recreated.gone_back(keys).await.expect("asked")),
         [(key.clone(), None)]
     );
     // The database goes back to before what it had when the member read it.
@@ -486,10 +486,9 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
         &BTreeMap::new(),
     );
     match fresh.apply(&batch[2..], None).await {
-        Err(StoreError::PositionBehind(behind)) => assert_eq!(
-            behind.positions.into_iter().collect::<Vec<_>>(),
-            [(key, Some(1))]
-        ),
+        Err(StoreError::PositionBehind(behind)) => {
+            assert_eq!(positions_of(behind), [(key, Some(1))])
+        }
         other => panic!("expected PositionBehind, got {other:?}"),
     }
 }
@@ -523,10 +522,7 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
     );
     at(2).await;
     let behind = inbox.gone_back(keys).await.expect("asked");
-    assert_eq!(
-        behind.positions.into_iter().collect::<Vec<_>>(),
-        [(key.clone(), Some(2))]
-    );
+    assert_eq!(positions_of(behind), [(key.clone(), Some(2))]);
     // Expected at the database's position from now on.
     assert_eq!(
         inbox.gone_back(keys).await.expect("asked"),
@@ -572,11 +568,155 @@ async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: 
         .gone_back(std::slice::from_ref(&key))
         .await
         .expect("asked");
+    assert!(behind.by_operator(&key));
+    assert_eq!(positions_of(behind), [(key.clone(), Some(1))]);
+}
+
+/// Holds the stock row of `sku` in a transaction of its own until
+/// `during` is done, once a batch waits behind it: what `during` commits
+/// lands while that batch is in flight.
+async fn while_a_batch_waits<T>(
+    pool: &PgPool,
+    sku: &str,
+    batch: impl std::future::Future<Output = T>,
+    during: impl std::future::Future<Output = ()>,
+) -> T {
+    let mut hold = pool.begin().await.expect("begin");
+    sqlx::query("SELECT FROM inventory_stock WHERE sku = $1 FOR UPDATE")
+        .bind(sku)
+        .execute(&mut *hold)
+        .await
+        .expect("hold the stock row");
+    let release = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while waiting_for_locks(pool).await < 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the batch never waited behind the held stock row"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        during.await;
+        hold.commit().await.expect("release the stock row");
+    };
+    let (result, ()) = tokio::join!(batch, release);
+    result
+}
+
+/// The position row of partition 0: next offset, set by an operator, the
+/// highest position a batch wrote.
+async fn position_row(pool: &PgPool) -> (i64, bool, Option<i64>) {
+    sqlx::query_as(
+        "SELECT next_offset, moved_by_operator, applied_through FROM inbox_position
+         WHERE topic = 'orders' AND kafka_partition = 0",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("the position")
+}
+
+/// An operator rewinds a partition while a batch of it waits on a stock
+/// row's lock, its snapshot taken before the set: the batch must not write
+/// its position over the operator's (seen: `greatest(0, 4)` = 4, the
+/// rewind undone, `moved_by_operator` cleared). It is refused whole, and
+/// the inbox reads the partition from the operator's position.
+#[sqlx::test(migrations = false)]
+async fn a_rewind_while_a_batch_is_in_flight_is_not_written_over(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let batch = records(&orders("O", 4, "SKU-A", 1));
+    inbox.apply(&batch[..2], None).await.expect("applied");
+    let set = async {
+        let before = positions::set(inbox.pool(), "store-tests", "orders", 0, 0)
+            .await
+            .expect("set");
+        assert_eq!(before, Some(2));
+    };
+    let refused = while_a_batch_waits(&pool, "SKU-A", inbox.apply(&batch[2..], None), set).await;
+    let key: PartitionKey = ("orders".into(), 0);
+    match refused {
+        Err(StoreError::PositionBehind(behind)) => {
+            assert!(behind.by_operator(&key), "{behind:?}");
+            assert_eq!(positions_of(behind), [(key.clone(), Some(0))]);
+        }
+        other => panic!("expected the batch refused, got {other:?}"),
+    }
     assert_eq!(
-        behind.positions.into_iter().collect::<Vec<_>>(),
-        [(key.clone(), Some(1))]
+        position_row(&pool).await,
+        (0, true, Some(2)),
+        "the rewind stands"
     );
-    assert_eq!(behind.by_operator.into_iter().collect::<Vec<_>>(), [key]);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        2,
+        "nothing of the refused batch"
+    );
+    // Read again from 0: the first two are duplicates, the rest applied.
+    let again = inbox.apply(&batch, None).await.expect("read again");
+    assert_eq!((again.processed, again.duplicates), (2, 2));
+    assert_eq!(position_row(&pool).await, (4, false, Some(4)));
+}
+
+/// An operator skips a partition forward (past records the consumer holds
+/// but has not applied, e.g. while the poison breaker holds): the next
+/// batch of the records before the skip is refused, not applied, and the
+/// inbox reads the partition from the operator's position; a skip while a
+/// batch waits on a lock is refused alike.
+#[sqlx::test(migrations = false)]
+async fn a_skip_forward_is_honoured_by_the_next_batch_and_one_in_flight(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events = orders("O", 12, "SKU-A", 1);
+    let batch = records(&events);
+    inbox.apply(&batch[..2], None).await.expect("applied");
+    positions::set(inbox.pool(), "store-tests", "orders", 0, 6)
+        .await
+        .expect("set");
+    let key: PartitionKey = ("orders".into(), 0);
+    match inbox.apply(&batch[2..4], None).await {
+        Err(StoreError::PositionBehind(behind)) => {
+            assert_eq!(positions_of(behind), [(key.clone(), Some(6))]);
+        }
+        other => panic!("expected the batch refused, got {other:?}"),
+    }
+    assert_eq!(position_row(&pool).await, (6, true, Some(2)));
+    inbox
+        .apply(&batch[6..8], None)
+        .await
+        .expect("from the skip");
+    assert_eq!(position_row(&pool).await, (8, false, Some(8)));
+    // Skipped while the next batch waits for its stock row.
+    let set = async {
+        positions::set(inbox.pool(), "store-tests", "orders", 0, 10)
+            .await
+            .expect("set");
+    };
+    let refused = while_a_batch_waits(&pool, "SKU-A", inbox.apply(&batch[8..10], None), set).await;
+    assert!(
+        matches!(&refused, Err(StoreError::PositionBehind(b)) if b.by_operator(&key)),
+        "{refused:?}"
+    );
+    assert_eq!(position_row(&pool).await, (10, true, Some(8)));
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        4,
+        "the records skipped never applied"
+    );
+}
+
+/// What a position lacks below a partition's log start: a database that
+/// went back lacks all of it; a position an operator set back lacks only
+/// what no batch applied.
+#[test]
+fn only_records_never_applied_are_lacking_below_the_log_start() {
+    let stored = |next_offset, applied_through| positions::Stored {
+        next_offset,
+        by_operator: false,
+        applied_through,
+    };
+    assert_eq!(stored(10, Some(10)).never_applied_before(40), 30);
+    assert_eq!(stored(10, None).never_applied_before(40), 30);
+    assert_eq!(stored(2, Some(50)).never_applied_before(40), 0);
+    assert_eq!(stored(2, Some(50)).never_applied_before(60), 10);
+    assert_eq!(stored(45, Some(50)).never_applied_before(40), 0);
 }
 
 #[sqlx::test(migrations = false)]
@@ -681,6 +821,49 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
             .as_deref()
             .is_some_and(|text| text.starts_with("still parked: malformed_json: ")),
         "{outcomes:?}"
+    );
+}
+
+/// A replay that parks the record again says why in the statement's own
+/// words: an id conflict stays an id conflict (seen: reported as an
+/// unknown SKU), an unknown SKU names the SKU.
+#[sqlx::test(migrations = false)]
+async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let original = order("C-1", "SKU-A", 1);
+    let unknown = order("C-2", "SKU-Z", 1);
+    let batch = records(&[original.clone(), conflict_event(&original), unknown]);
+    let parked = inbox.apply(&batch, None).await.expect("applied");
+    assert_eq!(
+        parked_of(&parked),
+        [
+            (ParkReason::EventIdConflict, 1),
+            (ParkReason::UnknownSku, 2)
+        ]
+    );
+    let id = |n: usize| parked.newly_parked[n].id.expect("an id");
+    match inbox.replay(id(0)).await.expect("replayed") {
+        ReplayOutcome::StillParked(ParkReason::EventIdConflict, detail) => assert!(
+            detail.contains(&original.message_id.to_string()),
+            "{detail}"
+        ),
+        other => panic!("expected still parked as an id conflict, got {other:?}"),
+    }
+    match inbox.replay(id(1)).await.expect("replayed") {
+        ReplayOutcome::StillParked(ParkReason::UnknownSku, detail) => {
+            assert!(detail.contains("SKU-Z"), "{detail}")
+        }
+        other => panic!("expected still parked for its SKU, got {other:?}"),
+    }
+    let stored: String =
+        sqlx::query_scalar("SELECT replay_outcome FROM inbox_parked WHERE id = $1")
+            .bind(id(0))
+            .fetch_one(&pool)
+            .await
+            .expect("the outcome kept");
+    assert!(
+        stored.starts_with("still parked: event_id_conflict: "),
+        "{stored}"
     );
 }
 
