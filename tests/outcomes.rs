@@ -303,6 +303,72 @@ async fn a_record_the_database_refuses_is_isolated_and_the_rest_applied() {
     consumer.stop().await;
 }
 
+/// A batch split around a refused record whose later part then fails
+/// for a transient reason: the retry finds the earlier parts committed,
+/// and counts them as applied now, not as duplicates (read from the code:
+/// `inbox_processed_total` undercounted by the earlier parts).
+#[tokio::test]
+async fn a_split_batch_retried_after_a_part_committed_counts_each_event_once() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 100)]).await;
+    // The database refuses ORD-BLOCKED for good, and ORD-FLAKY's line
+    // once, as a serialization failure (40001, transient).
+    sqlx::raw_sql(
+        "ALTER TABLE order_reservation ADD CONSTRAINT no_blocked CHECK (order_id <> 'ORD-BLOCKED');
+         CREATE SEQUENCE flaky_tries;
+         CREATE FUNCTION flaky_once() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+         BEGIN
+             IF NEW.order_id = 'ORD-FLAKY' AND nextval('flaky_tries') = 1 THEN
+                 RAISE EXCEPTION 'flaky' USING ERRCODE = '40001';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER flaky_once BEFORE INSERT ON order_reservation
+             FOR EACH ROW EXECUTE FUNCTION flaky_once();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let events: Vec<_> = (0..8)
+        .map(|i| {
+            let id = match i {
+                3 => "ORD-BLOCKED".to_owned(),
+                6 => "ORD-FLAKY".to_owned(),
+                _ => format!("ORD-{i}"),
+            };
+            order(&id, &[("SKU-A", 1)])
+        })
+        .collect();
+    produce(
+        &producer(),
+        &topic,
+        &events.iter().map(Outgoing::event).collect::<Vec<_>>(),
+    )
+    .await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_committed(&spec, 8).await;
+    assert_eq!(db.ledger_rows().await, 7);
+    assert_eq!(db.parked().await, [("db_rejected".into(), 3)]);
+    assert_eq!(
+        consumer
+            .metric(r#"inbox_db_retries_total{reason="serialization_failure"}"#)
+            .await,
+        1.0,
+        "the later part failed once"
+    );
+    assert_eq!(consumer.metric("inbox_processed_total").await, 7.0);
+    assert_eq!(consumer.metric("inbox_duplicate_ignored_total").await, 0.0);
+    assert_eq!(
+        consumer
+            .metric(r#"inbox_parked_total{reason="db_rejected"}"#)
+            .await,
+        1.0
+    );
+    consumer.stop().await;
+}
+
 #[tokio::test]
 async fn a_reused_id_is_parked_as_a_conflict_also_in_a_split_batch() {
     let topic = fresh_topic(1).await;

@@ -15,7 +15,7 @@ use crate::batch::{self, InboundRecord, PartitionKey};
 use crate::store::positions::Stored;
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::{drop_partitions, Event, Pipeline, Poll, State};
+use super::{drop_partitions, failpoint, Event, Pipeline, Poll, State};
 use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
@@ -78,7 +78,7 @@ impl Pipeline {
         let mut gone: Vec<PartitionKey> = Vec::new();
         for (mut batch, error) in remaining {
             if let StoreError::PositionBehind(behind) = &error {
-                self.read_again(behind, &mut batch, &mut poll.carry);
+                self.read_again(behind, &mut batch, poll);
             }
             drop_partitions(&gone, &mut batch, &mut VecDeque::new());
             let lost_answer = error.answer_may_be_lost();
@@ -141,7 +141,7 @@ impl Pipeline {
                 Ok(outcome) if lost_answer => break Some(outcome.after_lost_answer()),
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind(behind)) => {
-                    self.read_again(&behind, &mut records, &mut poll.carry);
+                    self.read_again(&behind, &mut records, poll);
                 }
                 Err(error) => {
                     lost_answer |= error.answer_may_be_lost();
@@ -228,7 +228,7 @@ impl Pipeline {
         &self,
         behind: &Behind,
         records: &mut Vec<InboundRecord>,
-        carry: &mut VecDeque<InboundRecord>,
+        poll: &mut Poll,
     ) {
         for ((topic, partition), stored) in &behind.positions {
             PositionBehind {
@@ -239,20 +239,24 @@ impl Pipeline {
             }
             .emit(&self.metrics);
         }
-        self.seek_to(&behind.positions, records, carry);
+        self.seek_to(&behind.positions, records, poll);
     }
 
     /// Reads each partition again from the database's position (its
     /// beginning for `None`), dropping the records in hand, and commits
-    /// that offset to Kafka from now on.
+    /// that offset to Kafka from now on. A seek librdkafka refuses is not
+    /// given up: librdkafka would go on fetching after the records dropped,
+    /// and the next batch would skip them. The partition's records are
+    /// dropped as they arrive, and the seek tried again with each, until
+    /// it is done ([`Pipeline::seek_again`]).
     pub(super) fn seek_to(
         &self,
         positions: &BTreeMap<PartitionKey, Option<Stored>>,
         records: &mut Vec<InboundRecord>,
-        carry: &mut VecDeque<InboundRecord>,
+        poll: &mut Poll,
     ) {
         for ((topic, partition), stored) in positions {
-            let position = stored.map(|s| s.next_offset);
+            let key = (topic.to_owned(), *partition);
             let offset = match stored {
                 Some(stored) => Offset::Offset(tokio::task::block_in_place(|| {
                     crate::kafka::checked_start(
@@ -266,21 +270,66 @@ impl Pipeline {
                 })),
                 None => Offset::Beginning,
             };
-            let sought = tokio::task::block_in_place(|| {
-                self.consumer
-                    .seek(topic, *partition, offset, Duration::from_secs(10))
-            });
-            if let Err(error) = sought {
-                tracing::error!(%error, topic, partition, "seek failed");
+            if self.seek(&key, offset) {
+                poll.unsought.remove(&key);
+            } else {
+                poll.unsought.insert(key.clone(), offset);
             }
-            self.offsets
-                .rewind(&(topic.to_owned(), *partition), position);
+            self.offsets.rewind(&key, stored.map(|s| s.next_offset));
         }
         let again: Vec<PartitionKey> = positions.keys().cloned().collect();
-        drop_partitions(&again, records, carry);
+        drop_partitions(&again, records, &mut poll.carry);
         self.metrics
             .lag_clock
-            .holding(records.iter().chain(carry.iter()));
+            .holding(records.iter().chain(poll.carry.iter()));
+    }
+
+    /// Tries again the seeks librdkafka refused, of the partitions still
+    /// owned (a revoked one starts at the database's position with its new
+    /// owner).
+    pub(super) fn seek_again(&self, poll: &mut Poll) {
+        if poll.unsought.is_empty() {
+            return;
+        }
+        let owned = self.offsets.owned();
+        poll.unsought.retain(|key, _| owned.contains(key));
+        let pending: Vec<(PartitionKey, Offset)> =
+            poll.unsought.iter().map(|(k, o)| (k.clone(), *o)).collect();
+        for (key, offset) in pending {
+            if self.seek(&key, offset) {
+                tracing::info!(
+                    topic = key.0,
+                    partition = key.1,
+                    offset = ?offset,
+                    "the partition is read again from its position: the seek librdkafka refused before is done"
+                );
+                poll.unsought.remove(&key);
+            }
+        }
+    }
+
+    /// Moves librdkafka's fetch position of a partition; false when it
+    /// refused (logged).
+    fn seek(&self, (topic, partition): &PartitionKey, offset: Offset) -> bool {
+        if failpoint::seek_fails() {
+            tracing::error!(
+                topic,
+                partition,
+                "fail point fail_first_seek: the seek is refused"
+            );
+            return false;
+        }
+        let sought = tokio::task::block_in_place(|| {
+            self.consumer
+                .seek(topic, *partition, offset, Duration::from_secs(10))
+        });
+        match sought {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::error!(%error, topic, partition, "seek failed: the partition's records are dropped as they arrive until a seek to its position is done");
+                false
+            }
+        }
     }
 
     pub(super) fn pause_all(&self) -> bool {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use rdkafka::consumer::Consumer;
 use rdkafka::error::{KafkaError, KafkaResult};
-use rdkafka::message::BorrowedMessage;
+use rdkafka::message::{BorrowedMessage, Message};
 
 use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
@@ -108,6 +108,7 @@ impl Pipeline {
     /// The periodic checks, between rounds: the positions, and the DLQ
     /// copies the owned partitions' parked rows owe.
     async fn upkeep(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
+        self.seek_again(poll);
         self.check_positions(records, poll).await;
         self.send_owed_copies().await;
     }
@@ -169,7 +170,7 @@ impl Pipeline {
                     .database_reachable
                     .store(true, Ordering::Relaxed);
                 if !behind.positions.is_empty() {
-                    self.read_again(&behind, records, &mut poll.carry);
+                    self.read_again(&behind, records, poll);
                 }
             }
             Err(error) => {
@@ -228,7 +229,7 @@ impl Pipeline {
             .expect_positions(&partitions, &BTreeMap::new(), &recreated);
         let from_the_start: BTreeMap<PartitionKey, Option<Stored>> =
             partitions.into_iter().map(|key| (key, None)).collect();
-        self.seek_to(&from_the_start, records, &mut poll.carry);
+        self.seek_to(&from_the_start, records, poll);
     }
 
     /// What a poll returned: the record, or `None` after an error, which is
@@ -249,6 +250,16 @@ impl Pipeline {
                         .readiness
                         .consume_failing
                         .store(false, Ordering::Relaxed);
+                }
+                let unsought = |(topic, partition): &PartitionKey| {
+                    topic == message.topic() && *partition == message.partition()
+                };
+                if poll.unsought.keys().any(unsought) {
+                    // Fetched past the records a refused seek dropped: not
+                    // applied; the partition is being fetched, so the seek
+                    // is tried again now.
+                    self.seek_again(poll);
+                    return None;
                 }
                 Some(kafka::to_record(&message))
             }

@@ -7,7 +7,9 @@
 /// - `after_db_commit` aborts the process right after a batch's DB commit,
 ///   before its offset commit and its DLQ copies;
 /// - `drop_first_offset_commit` loses the first offset commit, as if Kafka
-///   had refused it.
+///   had refused it;
+/// - `fail_first_seek` refuses the first seek of a partition to its
+///   position, as if librdkafka had.
 const FAILPOINT_ENV: &str = "INBOX_FAILPOINT";
 
 /// The fail point named in [`FAILPOINT_ENV`]; inert without the feature.
@@ -46,4 +48,13 @@ impl FailPoint {
         }
         false
     }
+}
+
+/// True (once per process) when a seek is to be refused
+/// (`fail_first_seek`); never without the `failpoints` feature.
+pub(super) fn seek_fails() -> bool {
+    static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    cfg!(feature = "failpoints")
+        && std::env::var(FAILPOINT_ENV).is_ok_and(|name| name == "fail_first_seek")
+        && !REFUSED.swap(true, std::sync::atomic::Ordering::SeqCst)
 }

@@ -32,10 +32,11 @@ mod collect;
 mod failpoint;
 mod state;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 
 use crate::batch::{self, InboundRecord};
@@ -144,6 +145,13 @@ struct Poll {
     upkeep: tokio::time::Interval,
     /// The fates of the records applied since the breaker last closed.
     breaker: PoisonBreaker,
+    /// When to read the breaker's state again before a round: a breaker
+    /// another member opened holds this one too.
+    breaker_check: tokio::time::Interval,
+    /// Partitions whose seek to their position librdkafka refused, and
+    /// where to: their records are dropped as they arrive, and the seek
+    /// tried again, until it is done.
+    unsought: BTreeMap<batch::PartitionKey, rdkafka::Offset>,
 }
 
 impl Poll {
@@ -184,6 +192,12 @@ impl Pipeline {
                 every
             },
             breaker: PoisonBreaker::new(self.settings.poison_breaker),
+            breaker_check: {
+                let mut every = tokio::time::interval(BREAKER_CHECK_EVERY);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                every
+            },
+            unsought: BTreeMap::new(),
         };
         let mut failpoint = FailPoint::from_env();
         // Held by another member, or before a restart: held here too.
@@ -203,6 +217,18 @@ impl Pipeline {
             let Some((records, started)) = self.collect(&mut poll).await else {
                 break;
             };
+            // Opened by another member since it was last read: the round
+            // waits in `carry`, and this member holds too.
+            if let Some(why) = self.held_elsewhere(&records, &mut poll).await {
+                for record in records.into_iter().rev() {
+                    poll.carry.push_front(record);
+                }
+                self.hold_for_operator(&why, false, &mut poll).await;
+                if poll.stopping() {
+                    break;
+                }
+                continue;
+            }
             // Shutdown waits for the round in hand at most SHUTDOWN_GRACE
             // (a database that stopped answering): then it is given up,
             // uncommitted, and read again by the next owner.
@@ -270,18 +296,37 @@ impl Pipeline {
         }
     }
 
+    /// Why the breaker holds, when another member opened it since this one
+    /// last read it (at most every `BREAKER_CHECK_EVERY`, before a round of
+    /// `records`; a round-less member parks nothing). A state that cannot
+    /// be read is read again before a later round.
+    async fn held_elsewhere(&self, records: &[InboundRecord], poll: &mut Poll) -> Option<String> {
+        if records.is_empty()
+            || self.settings.poison_breaker.is_off()
+            || poll.breaker_check.tick().now_or_never().is_none()
+        {
+            return None;
+        }
+        match self.inbox.breaker().await {
+            Ok(Some(state)) if state.holds() => Some(state.reason),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the poison breaker's state; read again before a later round");
+                None
+            }
+        }
+    }
+
     /// The poison breaker holds consumption: every assigned partition
     /// paused (the loop keeps polling, so the member stays in its group and
     /// what it had fetched waits in `carry`), `/readyz` unready, until an
     /// operator resumes it (read from the database every
     /// `BREAKER_CHECK_EVERY`) or shutdown. `opened`: this member tripped it
-    /// now (it records it), rather than finding it held.
+    /// now, and records it; until the record is written (the database
+    /// refused it, say), the database's "not held" is no resume, and the
+    /// write is tried again at each check.
     async fn hold_for_operator(&self, why: &str, opened: bool, poll: &mut Poll) {
-        if opened {
-            if let Err(error) = self.inbox.open_breaker(why).await {
-                tracing::warn!(%error, "cannot record the poison breaker in the database; holding all the same");
-            }
-        }
+        let mut recorded = !opened || self.record_breaker(why).await;
         BreakerHeld::Held { why }.emit(&self.metrics);
         self.pause_all();
         let mut gone = Vec::new();
@@ -290,6 +335,10 @@ impl Pipeline {
                 .await;
             if poll.stopping() {
                 break;
+            }
+            if !recorded {
+                recorded = self.record_breaker(why).await;
+                continue;
             }
             match self.inbox.breaker().await {
                 Ok(Some(state)) if state.holds() => {}
@@ -306,6 +355,18 @@ impl Pipeline {
         self.resume_all();
         poll.breaker.reset();
         BreakerHeld::Released.emit(&self.metrics);
+    }
+
+    /// Records in the database that the breaker opened, so that every
+    /// member holds and an operator can resume it; false when it could not.
+    async fn record_breaker(&self, why: &str) -> bool {
+        match self.inbox.open_breaker(why).await {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(%error, "cannot record the poison breaker in the database; holding, and trying again");
+                false
+            }
+        }
     }
 
     /// Commits every offset the database has, synchronously, and leaves the

@@ -136,11 +136,32 @@ impl Inbox {
     /// reason, splits it in halves (in order) until the refused records are
     /// isolated, and parks each of those as `db_rejected`. A batch the
     /// statement asks to split is applied in two parts; one that raced a
-    /// concurrent batch is applied again.
+    /// concurrent batch is applied again. A failure after some parts
+    /// committed is `PartlyApplied`, so that the retry counts what they did
+    /// (a database that went back is said as such: its batches are read
+    /// again from the database's position).
     pub(super) async fn apply_isolating(
         &self,
         batch: &[Classified],
         trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut committed = false;
+        self.apply_parts(batch, trace_id, &mut committed)
+            .await
+            .map_err(|error| match error {
+                StoreError::PositionBehind(_) => error,
+                error if committed => StoreError::PartlyApplied(Box::new(error)),
+                error => error,
+            })
+    }
+
+    /// [`Inbox::apply_isolating`]'s parts; `committed` turns true once one
+    /// of them committed.
+    async fn apply_parts(
+        &self,
+        batch: &[Classified],
+        trace_id: Option<&str>,
+        committed: &mut bool,
     ) -> Result<BatchOutcome, StoreError> {
         let mut outcome = BatchOutcome::default();
         let mut races = 0;
@@ -148,7 +169,10 @@ impl Inbox {
         let mut pending: Vec<&[Classified]> = vec![batch];
         while let Some(part) = pending.pop() {
             match self.apply_once(part, trace_id).await {
-                Ok(done) => outcome.absorb(done),
+                Ok(done) => {
+                    *committed = true;
+                    outcome.absorb(done);
+                }
                 Err(StoreError::Raced { message }) => {
                     races += 1;
                     if races > MAX_RACES {
@@ -172,7 +196,10 @@ impl Inbox {
                             .apply_once(std::slice::from_ref(&rejected), trace_id)
                             .await
                         {
-                            Ok(done) => outcome.absorb(done),
+                            Ok(done) => {
+                                *committed = true;
+                                outcome.absorb(done);
+                            }
                             // Even its parked row was refused: what the record
                             // carries cannot be stored. Its position, the reason
                             // and the database's words are, and the partition
@@ -185,6 +212,7 @@ impl Inbox {
                                     self.apply_once(std::slice::from_ref(&minimal), trace_id)
                                         .await?,
                                 );
+                                *committed = true;
                             }
                             Err(other) => return Err(other),
                         }

@@ -47,6 +47,11 @@ pub enum StoreError {
     /// committed.
     #[error("a concurrent batch wrote what this batch read: {message}")]
     Raced { message: String },
+    /// A batch split in parts failed after some of them committed: the
+    /// retry finds what they did (their records' own ledger and parked
+    /// rows), and counts it as its own doing.
+    #[error("{0} (after part of the batch was applied)")]
+    PartlyApplied(Box<StoreError>),
     /// The database does not hold the schema this binary needs.
     #[error("{0}")]
     Schema(String),
@@ -84,7 +89,7 @@ impl StoreError {
             StoreError::Transient {
                 reason: "connection" | "database_timeout",
                 ..
-            }
+            } | StoreError::PartlyApplied(_)
         )
     }
 
@@ -100,6 +105,7 @@ impl StoreError {
             StoreError::MissingPartition { .. } => "missing_partition",
             StoreError::PositionBehind(_) => "position_behind",
             StoreError::SplitBefore { .. } | StoreError::Raced { .. } => "serialization_failure",
+            StoreError::PartlyApplied(error) => error.retry_reason(),
         }
     }
 }

@@ -210,11 +210,22 @@ impl Inbox {
         let batch = batch::classify(records.to_vec(), &window);
         match self.apply_isolating(&batch, trace_id).await {
             // A partition dropped since the window was read: re-read it, so
-            // the records of that day are parked instead of failing again.
+            // the records of that day are parked instead of failing again
+            // (what parts of the batch committed before is counted).
             Err(StoreError::MissingPartition { .. }) => {
                 let window = self.refresh_window().await?;
                 let batch = batch::classify(records.to_vec(), &window);
                 self.apply_isolating(&batch, trace_id).await
+            }
+            Err(StoreError::PartlyApplied(error))
+                if matches!(*error, StoreError::MissingPartition { .. }) =>
+            {
+                let window = self.refresh_window().await?;
+                let batch = batch::classify(records.to_vec(), &window);
+                Ok(self
+                    .apply_isolating(&batch, trace_id)
+                    .await?
+                    .after_lost_answer())
             }
             result => result,
         }
