@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-ceiling bench-scale profile soak bench-network chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-ceiling | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -102,6 +102,12 @@ demo: build services-up
 # The numbers of docs/design.md#numbers in one run; figures to .local/bench/results.json.
 bench: build services-up
 	scripts/bench.sh
+
+# The batch statement against its floor alone (SPEC §19): the database-only
+# ceiling and the same rows written bare by pgbench, with their ratio, in a
+# minute; INBOX_BIN_DIR=DIR measures another build (an A/B).
+bench-ceiling: build services-up
+	scripts/bench-ceiling.sh
 
 # The steady and max runs of `make bench` and the database-only ceiling on
 # an empty database and on one holding SCALE_EVENTS (30 M) events of

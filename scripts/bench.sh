@@ -6,7 +6,8 @@
 #   2. lag spike: the consumer paused 60 s at 1,400/s, then catching up
 #   3. max throughput: a pre-filled topic drained by the batch strategy
 #   4. the same by --strategy per-record (the classic inbox baseline)
-#   5. the database-only ceiling: the batch transaction driven directly
+#   5. the database-only ceiling: the batch transaction driven directly,
+#      and its floor, the rows it writes written bare (scripts/bench-ceiling.sh)
 # Writes .local/bench/results.json and prints a table.
 #
 # BENCH_PREFILL (default 200000) sizes 3 and 5; BENCH_PER_RECORD_PREFILL
@@ -24,8 +25,6 @@ out=.local/bench
 mkdir -p "$out"
 prefill=${BENCH_PREFILL:-200000}
 per_record_prefill=${BENCH_PER_RECORD_PREFILL:-20000}
-PG=postgres://inventory:inventory@127.0.0.1:5432
-BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
 
 scripts/loadtest.sh --scenario steady --report "$out/steady.json" \
     --duration 60 --rate 1400 --pause-for 0 -- --warmup 5
@@ -37,10 +36,6 @@ scripts/loadtest.sh --scenario max_per_record --strategy per-record \
     --report "$out/max_per_record.json" \
     --prefill "$per_record_prefill" -- --duplicate-ratio 0 --poison-ratio 0
 
-ceiling_db="bench_ceiling_$(date +%Y%m%d%H%M%S)_$$"
-psql -q "$PG/inventory" -c "CREATE DATABASE $ceiling_db"
-DATABASE_URL="$PG/$ceiling_db" "$BIN/inventory-inbox" migrate >/dev/null
-DATABASE_URL="$PG/$ceiling_db" "$BIN/inbox-loadgen" db-ceiling \
-    --events "$prefill" --report "$out/db_ceiling.json"
+CEILING_EVENTS="$prefill" scripts/bench-ceiling.sh "$out"
 
 python3 scripts/bench_table.py "$out"

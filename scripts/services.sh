@@ -127,7 +127,7 @@ cmd_status() {
 # Hundreds of them make the broker and autovacuum work in the background and
 # every later measurement slower. Only run while no test or run is going on.
 # _sqlx_test_*: the store's in-process tests (#[sqlx::test]).
-RUN_DATABASES='^((inbox_test|never_migrated|lt|chaos|bench_ceiling)_|_sqlx_test_)'
+RUN_DATABASES='^((inbox_test|never_migrated|lt|chaos|bench_ceiling|bench_floor)_|_sqlx_test_)'
 RUN_TOPICS='(orders_test|lt|chaos)_.*'
 
 cmd_prune() {
