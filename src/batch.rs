@@ -1,6 +1,10 @@
 //! A batch: the records of one poll, classified, with the offsets their
 //! commit will acknowledge. Pure: no I/O.
 //!
+//! A record is decoded once, here: its classification carries the decoded
+//! event with its fingerprint, and the store (a retry, a split batch)
+//! reuses them, never parsing the payload again.
+//!
 //! Within a batch the same message id twice counts once (the later record is
 //! a duplicate and never reaches the database twice). The offsets to commit
 //! are, per partition, the highest offset of the batch + 1; they are handed to
@@ -10,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use uuid::Uuid;
 
-use crate::event::{self, Header, OrderPlaced, ParkReason, Rejection};
+use crate::event::{self, Decoded, Header, ParkReason, Rejection};
 use crate::window::DedupWindow;
 
 /// A record as polled from Kafka, owned so a batch can outlive the poll.
@@ -29,12 +33,6 @@ pub struct InboundRecord {
 }
 
 impl InboundRecord {
-    /// The ledger's fingerprint of this record's event (its JSON as parsed;
-    /// in CloudEvents structured mode, the envelope's `data`).
-    pub fn fingerprint(&self) -> i64 {
-        event::fingerprint(self.payload.as_deref().unwrap_or_default(), &self.headers)
-    }
-
     /// The hash of this record's bytes, which ledger rows written before
     /// fingerprints hold.
     pub fn payload_hash(&self) -> i64 {
@@ -46,11 +44,11 @@ impl InboundRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
     /// Valid and inside the dedup window: goes to the ledger, which decides
-    /// whether it is fresh or a duplicate.
-    Candidate(OrderPlaced),
+    /// whether it is fresh or a duplicate (by the event's fingerprint).
+    Candidate(Decoded),
     /// Its message id appeared earlier in the same batch: a duplicate, or an
-    /// id conflict when its payload differs from the ledger's.
-    RepeatInBatch(OrderPlaced),
+    /// id conflict when its fingerprint differs from the ledger's.
+    RepeatInBatch(Decoded),
     /// Not applicable: parked with this reason.
     Parked(Rejection),
 }
@@ -202,7 +200,7 @@ pub fn round(records: Vec<InboundRecord>, lanes: usize, max_records: usize) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::OrderLine;
+    use crate::event::{OrderLine, OrderPlaced};
     use chrono::Utc;
     use uuid::Uuid;
 

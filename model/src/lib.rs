@@ -6,10 +6,9 @@
 //!
 //! It does use the service's definition of the event: `event::decode` says
 //! whether a record is a valid `OrderPlaced` (and which, or its parking
-//! reason), and `event::fingerprint` gives the payload fingerprint the
-//! ledger keeps. Both are pure, unit-tested and fuzzed on their own
-//! (docs/design.md#the-event); what the model checks is what the store does
-//! with their answers.
+//! reason), and gives with it the fingerprint the ledger keeps. It is pure,
+//! unit-tested and fuzzed on its own (docs/design.md#the-event); what the
+//! model checks is what the store does with its answers.
 //!
 //! Record at a time: each record is judged against the tables as the records
 //! before it left them, in the order the batches were applied and, within a
@@ -50,7 +49,7 @@ pub struct Record {
 /// A ledger row (`processed_inbox`): one per applied event and consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerRow {
-    /// `event::fingerprint` of the record that was applied.
+    /// `event::Decoded::fingerprint` of the record that was applied.
     pub fingerprint: i64,
     pub event_day: NaiveDate,
     pub order_id: String,
@@ -174,8 +173,11 @@ impl Model {
     /// then outside the window, then the ledger (duplicate or conflict),
     /// then unknown SKUs; whatever is left is fresh.
     fn judge(&self, consumer: &str, record: &Record) -> Outcome {
-        let order = match event::decode(record.payload.as_deref(), &record.headers) {
-            Ok(order) => order,
+        let event::Decoded {
+            event: order,
+            fingerprint,
+        } = match event::decode(record.payload.as_deref(), &record.headers) {
+            Ok(decoded) => decoded,
             Err(rejection) => return Outcome::Parked(rejection.reason.as_str().into()),
         };
         if let Some(reason) = self.outside_window(order.event_day()) {
@@ -185,10 +187,6 @@ impl Model {
         // counts once whatever day its event names (docs/design.md#tables);
         // a record whose id came earlier in its batch is judged the same way
         // ("as it would be in a later batch").
-        let fingerprint = event::fingerprint(
-            record.payload.as_deref().unwrap_or_default(),
-            &record.headers,
-        );
         match self
             .tables
             .ledger

@@ -550,7 +550,7 @@ struct BatchArrays<'a> {
     event_day: Vec<Option<NaiveDate>>,
     message_id: Vec<Option<Uuid>>,
     order_id: Vec<Option<&'a str>>,
-    /// The fingerprint of each record's event (`event::fingerprint`).
+    /// The fingerprint of each record's event (`event::Decoded::fingerprint`).
     payload_hash: Vec<Option<i64>>,
     /// The hash of each record's bytes, as ledger rows written before
     /// fingerprints hold it.
@@ -621,7 +621,7 @@ impl<'a> BatchArrays<'a> {
                     arrays.event_day.push(Some(order.event_day()));
                     arrays.message_id.push(Some(order.message_id));
                     arrays.order_id.push(Some(&order.order_id));
-                    arrays.payload_hash.push(Some(record.fingerprint()));
+                    arrays.payload_hash.push(Some(order.fingerprint));
                     arrays.byte_hash.push(Some(record.payload_hash()));
                     arrays.first_ord.push(first);
                     arrays.reason.push(None);

@@ -2296,3 +2296,63 @@ async fn a_parked_records_dlq_copy_is_owed_until_marked_sent(pool: PgPool) {
         .expect("owed")
         .is_empty());
 }
+
+/// `event` written out again by its producer: other key order and spacing,
+/// its event time the same instant in another offset with every digit.
+fn respelled(event: &OrderPlaced) -> Vec<u8> {
+    let line = &event.lines[0];
+    let offset = chrono::FixedOffset::east_opt(90 * 60).expect("an offset");
+    format!(
+        "{{ \"lines\": [ {{ \"quantity\": {}, \"sku\": \"{}\" }} ], \"order_id\": \"{}\", \
+         \"occurred_at\": \"{}\", \"schema_version\": {}, \"event_type\": \"OrderPlaced\", \
+         \"event_id\": \"{}\" }}",
+        line.quantity,
+        line.sku,
+        event.order_id,
+        event
+            .occurred_at
+            .with_timezone(&offset)
+            .to_rfc3339_opts(chrono::SecondsFormat::Nanos, false),
+        crate::event::SCHEMA_VERSION,
+        event.message_id,
+    )
+    .into_bytes()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_redelivery_with_its_event_time_respelled_is_a_duplicate_not_a_conflict(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let original = order("O-1", "SKU-A", 2);
+    inbox
+        .apply(&records(std::slice::from_ref(&original)), None)
+        .await
+        .expect("applied");
+    // In a later batch, and within one batch after the first delivery.
+    let second = order("O-2", "SKU-A", 3);
+    let mut again = records_at(0, 1, &[original.clone(), second.clone(), second.clone()]);
+    again[0].payload = Some(respelled(&original));
+    again[2].payload = Some(respelled(&second));
+    assert_ne!(again[0].payload.as_deref(), Some(&original.to_json()[..]));
+    let outcome = inbox.apply(&again, None).await.expect("applied");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.duplicates,
+            outcome.newly_parked.len()
+        ),
+        (1, 2, 0),
+        "{outcome:?}"
+    );
+    // Another instant under the same id is another event: a conflict.
+    let mut later = original.clone();
+    later.occurred_at += chrono::Duration::milliseconds(1);
+    let outcome = inbox
+        .apply(&records_at(0, 4, &[later]), None)
+        .await
+        .expect("applied");
+    assert_eq!(parked_of(&outcome), [(ParkReason::EventIdConflict, 4)]);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved::bigint FROM inventory_stock").await,
+        5
+    );
+}

@@ -107,7 +107,8 @@ pub struct Decoded {
 }
 
 pub fn decoded(record: &Record) -> Option<Decoded> {
-    let order = event::decode(record.payload.as_deref(), &record.headers).ok()?;
+    let decoded = event::decode(record.payload.as_deref(), &record.headers).ok()?;
+    let order = decoded.event;
     Some(Decoded {
         id: order.message_id,
         day: order.event_day(),
@@ -115,10 +116,7 @@ pub fn decoded(record: &Record) -> Option<Decoded> {
             .lines
             .iter()
             .any(|line| !SKUS[..KNOWN_SKUS].contains(&line.sku.as_str())),
-        fingerprint: event::fingerprint(
-            record.payload.as_deref().unwrap_or_default(),
-            &record.headers,
-        ),
+        fingerprint: decoded.fingerprint,
         order: order.order_id,
     })
 }

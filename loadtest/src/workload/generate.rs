@@ -494,7 +494,9 @@ mod tests {
             let Planned::Fresh { record, event, .. } = planned else {
                 continue;
             };
-            let decoded = decode(Some(&record.payload), &headers_of(&record)).unwrap();
+            let decoded = decode(Some(&record.payload), &headers_of(&record))
+                .unwrap()
+                .event;
             assert_eq!(decoded, event);
             assert_eq!(record.key, event.order_id);
             assert!((1..=MAX_LINES_PER_ORDER).contains(&event.lines.len()));
