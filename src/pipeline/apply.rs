@@ -21,6 +21,8 @@ use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 /// First and largest pause between retries of a batch.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(100);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The least time between two tries of a seek librdkafka refused.
+const SEEK_AGAIN_AFTER: Duration = Duration::from_millis(500);
 /// How long shutdown waits for an unavailable database before it abandons
 /// the batch in hand (uncommitted, so it is redelivered).
 pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -273,7 +275,7 @@ impl Pipeline {
             if self.seek(&key, offset) {
                 poll.unsought.remove(&key);
             } else {
-                poll.unsought.insert(key.clone(), offset);
+                poll.unsought.insert(key.clone(), (offset, Instant::now()));
             }
             self.offsets.rewind(&key, stored.map(|s| s.next_offset));
         }
@@ -286,15 +288,19 @@ impl Pipeline {
 
     /// Tries again the seeks librdkafka refused, of the partitions still
     /// owned (a revoked one starts at the database's position with its new
-    /// owner).
+    /// owner), each at most every `SEEK_AGAIN_AFTER`.
     pub(super) fn seek_again(&self, poll: &mut Poll) {
         if poll.unsought.is_empty() {
             return;
         }
         let owned = self.offsets.owned();
         poll.unsought.retain(|key, _| owned.contains(key));
-        let pending: Vec<(PartitionKey, Offset)> =
-            poll.unsought.iter().map(|(k, o)| (k.clone(), *o)).collect();
+        let pending: Vec<(PartitionKey, Offset)> = poll
+            .unsought
+            .iter()
+            .filter(|(_, (_, tried))| tried.elapsed() >= SEEK_AGAIN_AFTER)
+            .map(|(key, (offset, _))| (key.clone(), *offset))
+            .collect();
         for (key, offset) in pending {
             if self.seek(&key, offset) {
                 tracing::info!(
@@ -304,6 +310,8 @@ impl Pipeline {
                     "the partition is read again from its position: the seek librdkafka refused before is done"
                 );
                 poll.unsought.remove(&key);
+            } else {
+                poll.unsought.insert(key, (offset, Instant::now()));
             }
         }
     }

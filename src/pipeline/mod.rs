@@ -151,7 +151,7 @@ struct Poll {
     /// Partitions whose seek to their position librdkafka refused, and
     /// where to: their records are dropped as they arrive, and the seek
     /// tried again, until it is done.
-    unsought: BTreeMap<batch::PartitionKey, rdkafka::Offset>,
+    unsought: BTreeMap<batch::PartitionKey, (rdkafka::Offset, std::time::Instant)>,
 }
 
 impl Poll {
