@@ -460,7 +460,7 @@ fn tripped(
     records: &[InboundRecord],
     outcome: &BatchOutcome,
 ) -> Option<String> {
-    fn at<'a>(rows: &'a [crate::parked::ParkedRow]) -> HashSet<(&'a str, i32, i64)> {
+    fn at(rows: &[crate::parked::ParkedRow]) -> HashSet<(&str, i32, i64)> {
         rows.iter()
             .map(|row| (row.topic.as_str(), row.partition, row.offset))
             .collect()
