@@ -87,6 +87,23 @@ impl ParkedRow {
     }
 }
 
+/// The order of a parked row, for `parked list`: its event's when the
+/// stored payload (kept for INBOX_PARKED_PAYLOAD_DAYS) decodes, else the
+/// record key, which producers set to the order id. As [`ParkedRow::new`]
+/// keeps it for the log line of the parking.
+pub fn stored_order_id(
+    payload: Option<&[u8]>,
+    headers_json: &str,
+    key: Option<&[u8]>,
+) -> Option<String> {
+    payload
+        .and_then(|payload| {
+            crate::event::decode(Some(payload), &headers_from_json(headers_json)).ok()
+        })
+        .map(|decoded| log_text(decoded.order_id.as_bytes()))
+        .or_else(|| key.map(log_text))
+}
+
 /// Text PostgreSQL can store: `text` and `jsonb` hold any character but
 /// U+0000, which is written as the six characters `\u0000`.
 pub fn storable_text(text: &str) -> Cow<'_, str> {
@@ -304,6 +321,33 @@ mod tests {
         let row = ParkedRow::new(&record, ParkReason::MalformedJson, "x".into(), None, None);
         assert_eq!(row.order_id.as_deref(), Some("ORD-9"));
         assert_eq!(row.trace.as_deref(), Some("00-abc-def-01"));
+    }
+
+    #[test]
+    fn a_stored_record_is_of_its_events_order_else_of_its_key() {
+        let event = crate::event::OrderPlaced {
+            message_id: Uuid::new_v4(),
+            order_id: "ORD-7".into(),
+            occurred_at: chrono::Utc::now(),
+            lines: vec![crate::event::OrderLine {
+                sku: "SKU-1".into(),
+                quantity: 1,
+            }],
+        };
+        let order = |payload: Option<&[u8]>, key: Option<&[u8]>| {
+            stored_order_id(payload, &headers_json(&[]), key)
+        };
+        assert_eq!(
+            order(Some(&event.to_json()), Some(b"KEY-7")).as_deref(),
+            Some("ORD-7")
+        );
+        // A payload that does not decode, or was cleared: the key, as text.
+        assert_eq!(
+            order(Some(b"nope"), Some(b"ORD-9\n")).as_deref(),
+            Some("ORD-9")
+        );
+        assert_eq!(order(None, Some(b"ORD-9")).as_deref(), Some("ORD-9"));
+        assert_eq!(order(None, None), None);
     }
 
     #[test]

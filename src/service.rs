@@ -99,7 +99,7 @@ async fn consume_until_shutdown(
     finished: Shutdown,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServiceError> {
-    let pool = store::connect(args.database.connection(), args.db_pool_size).await?;
+    let pool = store::connect_lazy(args.database.connection(), args.db_pool_size)?;
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone())
         .answer_within(args.database.answer_within())
         .with_dlq_copies(!args.dlq_topic.trim().is_empty());
@@ -170,6 +170,13 @@ async fn database_ready(
             Ok(()) => return Ok(true),
             Err(store::StoreError::Transient { .. }) if shutdown.is_asked() => return Ok(false),
             Err(error @ store::StoreError::Transient { .. }) => {
+                let error = match error.retry_reason() {
+                    "pool_timeout" => pool.why_no_connection().await.unwrap_or(error),
+                    _ => error,
+                };
+                if !matches!(error, store::StoreError::Transient { .. }) {
+                    return Err(error);
+                }
                 tracing::warn!(%error, "the database did not answer the start-up checks; retrying");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
@@ -273,9 +280,17 @@ async fn check_topics_exist(kafka: &KafkaSettings, args: &RunArgs) -> Result<(),
                 } else {
                     "DLQ_TOPIC"
                 };
+                let missing = crate::kafka::cluster::ClusterError::NoTopic {
+                    setting: name,
+                    topic: topic.clone(),
+                };
                 Err(ConfigError(format!(
-                    "{name} {topic:?} does not exist on the cluster: create it (the broker does not create topics on demand){}",
-                    if name == "DLQ_TOPIC" { ", or set DLQ_TOPIC empty to keep parked records in the database only" } else { "" }
+                    "{missing}{}",
+                    if name == "DLQ_TOPIC" {
+                        ", or set DLQ_TOPIC empty to keep parked records in the database only"
+                    } else {
+                        ""
+                    }
                 ))
                 .into())
             }

@@ -240,3 +240,89 @@ async fn a_topic_the_cluster_does_not_have_stops_the_start() {
         );
     }
 }
+
+/// Runs `inventory-inbox ARGS` with `env` and nothing of the caller's
+/// settings (no database reached: each case fails before).
+fn command_with(env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+    let mut command = Command::new(common::binary());
+    command.args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run the binary");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_required_argument_is_named() {
+    for (args, named) in [
+        (vec!["inspect"], "--event"),
+        (vec!["inspect"], "--offset"),
+        (vec!["positions", "set"], "--offset"),
+        (vec!["positions", "set"], "--to-kafka"),
+        (vec!["parked", "replay"], "<ID|--reason <REASON>>"),
+    ] {
+        let (code, _, stderr) = command_with(&[], &args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_one_line_naming(&stderr, named);
+    }
+}
+
+#[test]
+fn a_bad_choice_lists_the_valid_values() {
+    let (code, _, stderr) = command_with(&[("INBOX_DB_POOLER", "bogus")], &["migrate"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_one_line_naming(&stderr, "INBOX_DB_POOLER");
+    assert!(
+        stderr.contains("none") && stderr.contains("session") && stderr.contains("transaction"),
+        "{stderr}"
+    );
+}
+
+/// A variable of the service's own prefixes that no setting has is a typo
+/// an operator would otherwise never see: one warning line naming it and
+/// the setting it likely meant. librdkafka's properties and the variables
+/// of the scripts and harnesses around it are not warned about.
+#[test]
+fn a_misspelled_variable_is_warned_about_with_the_nearest_setting() {
+    for (typo, meant) in [
+        (
+            "INBOX_POISON_BREAKER_CONSECTIVE",
+            "INBOX_POISON_BREAKER_CONSECUTIVE",
+        ),
+        ("INBOX_RETENTION_DAY", "INBOX_RETENTION_DAYS"),
+        ("INBOX_BATCH_MAX_RECORDS", "BATCH_MAX_RECORDS"),
+        ("KAFKA_PROPERTIES_SASL_PASSWORD", "KAFKA_PROPERTY_"),
+    ] {
+        // An invalid DATABASE_URL ends each command before it connects.
+        let env = [(typo, "7"), ("DATABASE_URL", "mysql://nowhere/db")];
+        for args in [vec!["run"], vec!["migrate"], vec!["parked", "list"]] {
+            let (code, _, stderr) = command_with(&env, &args);
+            assert_ne!(code, 0, "{args:?}: {stderr}");
+            let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(typo)).collect();
+            assert_eq!(
+                warnings.len(),
+                1,
+                "{args:?}: one line names {typo}: {stderr}"
+            );
+            assert!(
+                warnings[0].contains(meant) && warnings[0].contains("WARN"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    let env = [
+        ("KAFKA_PROPERTY_SASL_USERNAME", "inbox"),
+        ("INBOX_TEST_KAFKA", "127.0.0.1:9092"),
+        ("INBOX_BIN_DIR", "target/debug"),
+        ("KAFKA_HEAP_OPTS", "-Xmx1G"),
+        ("DB_SECRET", "x"),
+        ("DATABASE_URL", "mysql://nowhere/db"),
+    ];
+    let (_, _, stderr) = command_with(&env, &["run"]);
+    assert_one_line_naming(&stderr, "DATABASE_URL");
+}

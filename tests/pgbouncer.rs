@@ -158,6 +158,41 @@ async fn a_poolers_permanent_refusal_stops_the_start_with_one_line() {
     start_is_refused(&wrong, "transaction", "SASL authentication failed").await;
 }
 
+/// A pool mode that does not fit the pooler is refused naming
+/// INBOX_DB_POOLER, by `migrate` as by `run`: the default, `none`, behind
+/// a PgBouncer as installed (which ignores no start-up parameter, not even
+/// sqlx's `extra_float_digits`), and `session` on a pooler that pools
+/// transactions (sqlx's prepared statements meet other clients' there).
+#[tokio::test]
+async fn a_pool_mode_that_does_not_fit_the_pooler_is_named() {
+    let db = TestDb::new().await;
+    let bouncer = PrivatePgBouncer::start_ignoring("transaction", &db, "");
+    let url = bouncer.url(&db.url);
+    let migrate = |pooler: &str| {
+        std::process::Command::new(binary())
+            .arg("migrate")
+            .env("DATABASE_URL", &url)
+            .env("INBOX_DB_POOLER", pooler)
+            .output()
+            .expect("run migrate")
+    };
+    let refused = |output: std::process::Output, naming: &str| {
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(
+            stderr.starts_with("error: INBOX_DB_POOLER: ") && stderr.contains(naming),
+            "{stderr}"
+        );
+    };
+    refused(migrate("none"), "extra_float_digits");
+    start_is_refused(&bouncer.url(&db.app_url), "none", "INBOX_DB_POOLER").await;
+    // A client in session mode leaves its prepared statements on the
+    // server connections; the next one finds them.
+    let _ = migrate("session");
+    refused(migrate("session"), "set INBOX_DB_POOLER=transaction");
+}
+
 /// Round trips per steady-state batch through PgBouncer in `pool_mode`, as
 /// tests/db_round_trips.rs counts them directly: a proxy between the
 /// consumer and the pooler counts the exchanges.

@@ -199,6 +199,88 @@ pub fn topic_id<C: ClientContext>(
     }
 }
 
+/// Why `positions` or `inspect` got no answer from the cluster: a topic or
+/// a partition it does not have is named (librdkafka says "Meta data fetch
+/// error: UnknownPartition (Local: Unknown partition)"); anything else is
+/// librdkafka's error, said once.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// `setting` names the topic: `KAFKA_TOPIC` or `DLQ_TOPIC`.
+    #[error("{setting} {topic:?} does not exist on the cluster: create it (the broker does not create topics on demand)")]
+    NoTopic {
+        setting: &'static str,
+        topic: String,
+    },
+    #[error("KAFKA_TOPIC {topic:?} has no partition {partition} (its partitions: 0 to {})", .partitions.saturating_sub(1))]
+    NoPartition {
+        topic: String,
+        partition: i32,
+        partitions: usize,
+    },
+    /// Not a source: its message is librdkafka's, which an error chain
+    /// would repeat.
+    #[error("kafka: {0}")]
+    Kafka(KafkaError),
+}
+
+impl From<KafkaError> for ClusterError {
+    fn from(error: KafkaError) -> Self {
+        ClusterError::Kafka(error)
+    }
+}
+
+/// The partitions of `topic` (of KAFKA_TOPIC), or that it does not exist.
+/// Blocks.
+fn partitions_of<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<i32>, ClusterError> {
+    use rdkafka::types::RDKafkaRespErr;
+    let metadata = client.fetch_metadata(Some(topic), timeout)?;
+    let mut partitions = Vec::new();
+    for found in metadata.topics() {
+        match found.error() {
+            Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) | None
+                if found.partitions().is_empty() =>
+            {
+                return Err(ClusterError::NoTopic {
+                    setting: "KAFKA_TOPIC",
+                    topic: topic.to_owned(),
+                })
+            }
+            Some(error) => return Err(KafkaError::MetadataFetch(error.into()).into()),
+            None => partitions.extend(found.partitions().iter().map(|p| p.id())),
+        }
+    }
+    partitions.sort_unstable();
+    Ok(partitions)
+}
+
+/// The group's committed offsets of `list`, asked again while the group's
+/// coordinator is being elected or loaded (a group new to the cluster, a
+/// broker restarted): librdkafka gives up on the first answer.
+fn committed_offsets(
+    consumer: &BaseConsumer,
+    list: TopicPartitionList,
+    timeout: Duration,
+) -> Result<TopicPartitionList, KafkaError> {
+    use rdkafka::types::RDKafkaErrorCode;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match consumer.committed_offsets(list.clone(), timeout) {
+            Err(KafkaError::MetadataFetch(
+                RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable,
+            )) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            result => return result,
+        }
+    }
+}
+
 /// A partition as Kafka sees it, for `positions list` and `positions set`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PartitionOffsets {
@@ -217,23 +299,17 @@ pub async fn kafka_offsets(
     settings: &KafkaSettings,
     group: &str,
     topic: &str,
-) -> Result<Vec<PartitionOffsets>, KafkaError> {
+) -> Result<Vec<PartitionOffsets>, ClusterError> {
     let config = settings.consumer_config(group);
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
         let consumer: BaseConsumer = config.create()?;
-        let metadata = consumer.fetch_metadata(Some(&topic), timeout)?;
         let mut list = TopicPartitionList::new();
-        for found in metadata.topics() {
-            if let Some(error) = found.error() {
-                return Err(KafkaError::MetadataFetch(error.into()));
-            }
-            for partition in found.partitions() {
-                list.add_partition(&topic, partition.id());
-            }
+        for partition in partitions_of(consumer.client(), &topic, timeout)? {
+            list.add_partition(&topic, partition);
         }
-        let committed = consumer.committed_offsets(list.clone(), timeout)?;
+        let committed = committed_offsets(&consumer, list.clone(), timeout)?;
         let mut offsets = Vec::new();
         for element in list.elements() {
             let (earliest, end) =
@@ -266,12 +342,20 @@ pub async fn read_record(
     topic: &str,
     partition: i32,
     offset: i64,
-) -> Result<Option<crate::batch::InboundRecord>, KafkaError> {
+) -> Result<Option<crate::batch::InboundRecord>, ClusterError> {
     let config = settings.consumer_config(group);
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
         let consumer: BaseConsumer = config.create()?;
+        let partitions = partitions_of(consumer.client(), &topic, timeout)?;
+        if !partitions.contains(&partition) {
+            return Err(ClusterError::NoPartition {
+                topic,
+                partition,
+                partitions: partitions.len(),
+            });
+        }
         let (earliest, end) = consumer.fetch_watermarks(&topic, partition, timeout)?;
         if offset < earliest || offset >= end {
             return Ok(None);
@@ -287,13 +371,14 @@ pub async fn read_record(
                 }
                 // A compacted or transactional gap: the offset holds none.
                 Some(Ok(_)) => return Ok(None),
-                Some(Err(error)) => return Err(error),
+                Some(Err(error)) => return Err(error.into()),
                 None => {}
             }
         }
-        Err(KafkaError::MessageConsumption(
-            rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
-        ))
+        Err(
+            KafkaError::MessageConsumption(rdkafka::types::RDKafkaErrorCode::OperationTimedOut)
+                .into(),
+        )
     })
     .await
     .expect("the Kafka read does not panic")

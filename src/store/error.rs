@@ -55,8 +55,28 @@ pub enum StoreError {
     /// The database does not hold the schema this binary needs.
     #[error("{0}")]
     Schema(String),
+    /// The database, or a pooler before it, refuses this service as it is
+    /// configured (the login, the database's name, the start-up parameters
+    /// or prepared statements of a pool mode it does not have): one line
+    /// naming the setting to fix, never retried at start-up.
+    #[error("{0}")]
+    Refused(String),
+    /// Not a source: its message quotes sqlx's, which an error chain would
+    /// repeat.
     #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
+}
+
+/// An error of the migrator's own (a migration that does not apply, the
+/// migrations table out of step) says so; a database error on the way
+/// (connecting, taking the lock) is told as any other.
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        match error {
+            sqlx::migrate::MigrateError::Execute(error) => error.into(),
+            other => StoreError::Migrate(other),
+        }
+    }
 }
 
 /// Every value of `inbox_db_retries_total{reason}` (those of
@@ -98,9 +118,10 @@ impl StoreError {
     pub fn retry_reason(&self) -> &'static str {
         match self {
             StoreError::Transient { reason, .. } => reason,
-            StoreError::Unexpected { .. } | StoreError::Migrate(_) | StoreError::Schema(_) => {
-                "database_error"
-            }
+            StoreError::Unexpected { .. }
+            | StoreError::Migrate(_)
+            | StoreError::Schema(_)
+            | StoreError::Refused(_) => "database_error",
             StoreError::Rejected { .. } => "rejected",
             StoreError::MissingPartition { .. } => "missing_partition",
             StoreError::PositionBehind(_) => "position_behind",
@@ -184,6 +205,39 @@ pub fn is_pooler_refusal(sqlstate: &str, message: &str) -> bool {
             .any(|refusal| message.starts_with(refusal))
 }
 
+/// Where docs/deploy.md tells how to set INBOX_DB_POOLER.
+const POOLER_DOC: &str = "docs/deploy.md \"Behind a connection pooler\"";
+
+/// The line that names the setting to fix, when the database or a pooler
+/// refuses the service as configured; `None` for any other error.
+/// PostgreSQL's refusals are told by SQLSTATE, a pooler's by its message
+/// ([`POOLER_REFUSALS`]); a prepared statement of sqlx's that exists already,
+/// or no longer, on its connection means the server connection is shared
+/// with other clients: a pooler that pools transactions.
+pub fn refusal(sqlstate: &str, message: &str) -> Option<String> {
+    if is_pooler_refusal(sqlstate, message) {
+        return Some(if message.starts_with("unsupported startup parameter") {
+            format!(
+                "INBOX_DB_POOLER: a connection pooler refused what only PostgreSQL itself takes ({message}): set INBOX_DB_POOLER to the pooler's pool mode, session or transaction ({POOLER_DOC})"
+            )
+        } else {
+            format!("DATABASE_URL: the connection pooler refused: {message} (SQLSTATE {sqlstate})")
+        });
+    }
+    // Class 28: invalid authorization (a password, pg_hba.conf); 3D000: no
+    // such database.
+    if sqlstate.starts_with("28") || sqlstate == "3D000" {
+        return Some(format!("DATABASE_URL: {message} (SQLSTATE {sqlstate})"));
+    }
+    // 42P05 duplicate_prepared_statement, 26000 invalid_sql_statement_name.
+    if matches!(sqlstate, "42P05" | "26000") && message.contains("\"sqlx_s_") {
+        return Some(format!(
+            "INBOX_DB_POOLER: {message}: the server connection is shared with other clients, as by a pooler that pools transactions: set INBOX_DB_POOLER=transaction ({POOLER_DOC})"
+        ));
+    }
+    None
+}
+
 /// What to do with an error of this SQLSTATE on this table and constraint
 /// (as the server reports them: never by message text, which depends on
 /// the server's language).
@@ -209,16 +263,8 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::Database(db) => {
                 let sqlstate = db.code().map(|c| c.into_owned()).unwrap_or_default();
                 let message = db.message().to_owned();
-                if is_pooler_refusal(&sqlstate, &message) {
-                    let hint = if message.starts_with("unsupported startup parameter") {
-                        " (a connection pooler: set INBOX_DB_POOLER to its pool mode, see docs/deploy.md \"Behind a connection pooler\")"
-                    } else {
-                        ""
-                    };
-                    return StoreError::Unexpected {
-                        sqlstate,
-                        message: format!("the connection pooler refused: {message}{hint}"),
-                    };
+                if let Some(refused) = refusal(&sqlstate, &message) {
+                    return StoreError::Refused(refused);
                 }
                 match classify(&sqlstate, db.table(), db.constraint()) {
                     Verdict::Retry(reason) => transient(reason),
@@ -331,6 +377,59 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_names_the_setting_to_fix() {
+        for (sqlstate, message, setting, quoted) in [
+            (
+                "08P01",
+                "unsupported startup parameter: extra_float_digits",
+                "INBOX_DB_POOLER:",
+                "session or transaction",
+            ),
+            (
+                "08P01",
+                "no such database: nowhere",
+                "DATABASE_URL:",
+                "no such database: nowhere",
+            ),
+            (
+                "28P01",
+                "password authentication failed for user \"inventory\"",
+                "DATABASE_URL:",
+                "password authentication failed",
+            ),
+            (
+                "3D000",
+                "database \"nowhere\" does not exist",
+                "DATABASE_URL:",
+                "does not exist",
+            ),
+            (
+                "42P05",
+                "prepared statement \"sqlx_s_1\" already exists",
+                "INBOX_DB_POOLER:",
+                "INBOX_DB_POOLER=transaction",
+            ),
+            (
+                "26000",
+                "prepared statement \"sqlx_s_3\" does not exist",
+                "INBOX_DB_POOLER:",
+                "INBOX_DB_POOLER=transaction",
+            ),
+        ] {
+            let line = refusal(sqlstate, message).unwrap_or_default();
+            assert!(
+                line.starts_with(setting) && line.contains(quoted),
+                "{sqlstate}: {line}"
+            );
+        }
+        assert_eq!(
+            refusal("42P05", "prepared statement \"mine\" already exists"),
+            None
+        );
+        assert_eq!(refusal("42501", "permission denied for table x"), None);
+    }
+
+    #[test]
     fn a_lost_connection_or_a_full_pool_is_retried_and_may_have_committed() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
         for (error, reason, maybe_committed) in [
@@ -371,6 +470,7 @@ mod tests {
                 "database_error",
             ),
             (StoreError::Schema(text()), "database_error"),
+            (StoreError::Refused(text()), "database_error"),
             (
                 StoreError::Rejected {
                     sqlstate: "22P05".into(),

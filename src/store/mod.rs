@@ -41,10 +41,10 @@ pub use breaker::{breaker, resume_breaker, BreakerState};
 pub use error::{StoreError, RETRY_REASONS};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
 pub use pooler::{DbPool, Pooler};
-pub use replay::{ParkedEntry, ReplayOutcome};
+pub use replay::{ParkedCount, ParkedEntry, ReplayOutcome};
 pub use schema::{
-    check_schema, compact, connect, load_window, maintain, migrate, register_codes, retention,
-    CompactReport, Connection, MaintainReport, Retention, PREMAKE_DAYS,
+    check_schema, compact, connect, connect_lazy, load_window, maintain, migrate, register_codes,
+    retention, CompactReport, Connection, MaintainReport, Retention, PREMAKE_DAYS,
 };
 
 use std::collections::BTreeMap;

@@ -88,6 +88,10 @@ impl Limits {
     }
 }
 
+/// How long a connection may take to be made (the pool's acquire timeout,
+/// and [`DbPool::why_no_connection`]'s attempt).
+const CONNECT_ATTEMPT: Duration = Duration::from_secs(2);
+
 /// The pool of connections to the inventory database, and how statements
 /// travel to it (see the module). Run statements on `&DbPool` as on a
 /// `&PgPool`; take connections and transactions from it, never around it.
@@ -120,7 +124,7 @@ impl DbPool {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(size)
             .min_connections(0)
-            .acquire_timeout(Duration::from_secs(2))
+            .acquire_timeout(CONNECT_ATTEMPT)
             // No ping before each use: it would cost a round trip per batch. A
             // dead connection fails the batch, which is retried on a new one.
             .test_before_acquire(false)
@@ -144,6 +148,53 @@ impl DbPool {
 
     pub fn pooler(&self) -> Pooler {
         self.pooler
+    }
+
+    /// A connection now, kept in the pool for what follows, or why none
+    /// comes.
+    pub async fn reachable(&self) -> Result<(), super::StoreError> {
+        match self.pool.acquire().await {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::PoolTimedOut) => Err(self
+                .why_no_connection()
+                .await
+                .unwrap_or_else(|| sqlx::Error::PoolTimedOut.into())),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Why the pool gives no connection, which sqlx does not say (it tries
+    /// a refused connection again until its acquire timeout, then says
+    /// "pool timed out"): one attempt of its own, its failure told with
+    /// DATABASE_URL's host and port, never its password. `None` when the
+    /// attempt connects: the pool was only busy.
+    pub async fn why_no_connection(&self) -> Option<super::StoreError> {
+        let options = self.pool.connect_options();
+        let address = match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        };
+        let cannot = |why: String| super::StoreError::Transient {
+            reason: "connection",
+            message: format!("cannot connect to DATABASE_URL's {address}: {why}"),
+        };
+        let attempt = PgConnection::connect_with(&options);
+        match tokio::time::timeout(CONNECT_ATTEMPT, attempt).await {
+            Ok(Ok(connection)) => {
+                let _ = connection.close().await;
+                None
+            }
+            Ok(Err(sqlx::Error::Io(error))) => Some(cannot(match error.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+                _ => error.to_string(),
+            })),
+            Ok(Err(sqlx::Error::Tls(error))) => Some(cannot(format!("TLS: {error}"))),
+            Ok(Err(error)) => Some(error.into()),
+            Err(_) => Some(cannot(format!(
+                "no answer within {} s",
+                CONNECT_ATTEMPT.as_secs()
+            ))),
+        }
     }
 
     /// Whether statements are prepared (named, once per connection): not

@@ -13,6 +13,7 @@ use crate::event::ParkReason;
 use super::{Inbox, StoreError};
 
 const LIST_PARKED: &str = include_str!("../../sql/list_parked.sql");
+const COUNT_PARKED: &str = include_str!("../../sql/count_parked.sql");
 const LOCK_PARKED: &str = include_str!("../../sql/lock_parked.sql");
 const MARK_REPLAYED: &str = include_str!("../../sql/mark_replayed.sql");
 const REPLAY_CANDIDATES: &str = include_str!("../../sql/replay_candidates.sql");
@@ -103,7 +104,15 @@ impl Inbox {
             .await?;
         rows.iter()
             .map(|row| {
+                let headers: String = row.try_get("headers")?;
+                let payload: Option<Vec<u8>> = row.try_get("payload")?;
+                let key: Option<Vec<u8>> = row.try_get("record_key")?;
                 Ok(ParkedEntry {
+                    order_id: crate::parked::stored_order_id(
+                        payload.as_deref(),
+                        &headers,
+                        key.as_deref(),
+                    ),
                     id: row.try_get("id")?,
                     parked_at: row.try_get("parked_at")?,
                     reason: row.try_get("reason")?,
@@ -119,6 +128,49 @@ impl Inbox {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::from)
+    }
+
+    /// How many parked records [`Inbox::list_parked`] chooses from, counted
+    /// up to `up_to`.
+    pub async fn count_parked(
+        &self,
+        reason: Option<ParkReason>,
+        since: Option<DateTime<Utc>>,
+        up_to: i64,
+    ) -> Result<ParkedCount, StoreError> {
+        let reasons: Vec<&str> = match reason {
+            Some(reason) => vec![reason.as_str()],
+            None => ParkReason::ALL.iter().map(|r| r.as_str()).collect(),
+        };
+        let records: i64 = sqlx::query_scalar(COUNT_PARKED)
+            .bind(&self.consumer)
+            .bind(reasons)
+            .bind(since.unwrap_or(DateTime::UNIX_EPOCH))
+            .bind(up_to)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(ParkedCount {
+            records,
+            more: records >= up_to,
+        })
+    }
+}
+
+/// How many parked records there are, as far as they were counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParkedCount {
+    pub records: i64,
+    /// Counting stopped at `records`: there may be more.
+    pub more: bool,
+}
+
+impl std::fmt::Display for ParkedCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.more {
+            write!(f, "at least {}", self.records)
+        } else {
+            write!(f, "{}", self.records)
+        }
     }
 }
 
@@ -168,6 +220,9 @@ pub struct ParkedEntry {
     pub partition: i32,
     pub offset: i64,
     pub message_id: Option<Uuid>,
+    /// The order: its event's when the stored payload decodes, else the
+    /// record key.
+    pub order_id: Option<String>,
     pub replayed_at: Option<DateTime<Utc>>,
     pub replay_outcome: Option<String>,
     /// The trace of the batch that parked it, when tracing was on.

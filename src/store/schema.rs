@@ -48,10 +48,20 @@ pub struct Connection<'a> {
     pub pooler: Pooler,
 }
 
+/// A pool of connections to the inventory database with one connection
+/// made: a command run once fails at once, with one line saying why, when
+/// the database cannot be reached or refuses it (see [`connect_lazy`]).
+pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<DbPool, StoreError> {
+    let pool = connect_lazy(connection, lanes)?;
+    pool.reachable().await?;
+    Ok(pool)
+}
+
 /// A pool of connections to the inventory database: one for each of `lanes`
 /// concurrent batches (each keeps its own, see [`super::Inbox`]) and one more for
-/// everything else (the window, maintenance).
-pub async fn connect(connection: Connection<'_>, lanes: u32) -> Result<DbPool, StoreError> {
+/// everything else (the window, maintenance). Nothing is connected yet:
+/// `run` waits for a database that is down at its start.
+pub fn connect_lazy(connection: Connection<'_>, lanes: u32) -> Result<DbPool, StoreError> {
     let options: PgConnectOptions = connection.url.parse().map_err(|_| StoreError::Rejected {
         sqlstate: String::new(),
         message: "DATABASE_URL is not a valid PostgreSQL URL".into(),
@@ -98,6 +108,11 @@ pub async fn migrate(pool: &DbPool, retention: Retention) -> Result<MaintainRepo
             "`migrate` cannot run through a transaction pooler (INBOX_DB_POOLER=transaction): run it against PostgreSQL directly, or through a session pool".into(),
         ));
     }
+    // The retention is new to a database that had no settings: none
+    // changed.
+    let first: bool = sqlx::query_scalar("SELECT to_regclass('inbox_settings') IS NULL")
+        .fetch_one(pool)
+        .await?;
     MIGRATOR.run(pool.pg()).await?;
     let before = sqlx::query(SET_RETENTION)
         .bind(retention.ledger_days)
@@ -113,7 +128,7 @@ pub async fn migrate(pool: &DbPool, retention: Retention) -> Result<MaintainRepo
         .fetch_one(pool)
         .await?;
     let before = retention_of(&before)?;
-    if before != retention {
+    if !first && before != retention {
         tracing::info!(?before, now = ?retention, "the database's retention changed");
     }
     maintain(pool).await

@@ -96,7 +96,7 @@ async fn the_pool_has_a_connection_for_each_lane_and_one_more() {
             lock_timeout: Duration::from_secs(1),
             pooler: pooler::Pooler::None,
         };
-        let pool = connect(connection, lanes).await.expect("a lazy pool");
+        let pool = connect_lazy(connection, lanes).expect("a lazy pool");
         assert_eq!(pool.pg().options().get_max_connections(), lanes + 1);
     }
     let wrong = Connection {
@@ -106,7 +106,7 @@ async fn the_pool_has_a_connection_for_each_lane_and_one_more() {
         pooler: pooler::Pooler::None,
     };
     assert!(matches!(
-        connect(wrong, 1).await,
+        connect_lazy(wrong, 1),
         Err(StoreError::Rejected { message, .. }) if message.contains("DATABASE_URL")
     ));
 }
@@ -207,7 +207,7 @@ async fn migrate_is_refused_through_a_transaction_pooler() {
         lock_timeout: Duration::ZERO,
         pooler: pooler::Pooler::Transaction,
     };
-    let pool = connect(connection, 1).await.expect("a lazy pool");
+    let pool = connect_lazy(connection, 1).expect("a lazy pool");
     let refused = migrate(&pool, RETENTION).await;
     assert!(
         matches!(&refused, Err(StoreError::Schema(text)) if text.contains("transaction pooler")),

@@ -41,6 +41,12 @@ impl PrivatePgBouncer {
     /// PgBouncer in `pool_mode` (`session` or `transaction`) in front of the
     /// test's database, for its owner and application roles.
     pub fn start(pool_mode: &str, db: &TestDb) -> PrivatePgBouncer {
+        PrivatePgBouncer::start_ignoring(pool_mode, db, "extra_float_digits")
+    }
+
+    /// As [`PrivatePgBouncer::start`], ignoring the start-up parameters
+    /// `ignored` (comma-separated; "": none, as PgBouncer is installed).
+    pub fn start_ignoring(pool_mode: &str, db: &TestDb, ignored: &str) -> PrivatePgBouncer {
         assert!(
             Path::new(BINARY).exists(),
             "{BINARY} is missing: `make test-deps` (scripts/test-deps.sh) installs Debian's pgbouncer"
@@ -63,7 +69,7 @@ impl PrivatePgBouncer {
              pool_mode = {pool_mode}\n\
              default_pool_size = {server_connections}\n\
              max_client_conn = 200\n\
-             ignore_startup_parameters = extra_float_digits\n\
+             ignore_startup_parameters = {ignored}\n\
              logfile = {dir}/pgbouncer.log\n\
              pidfile = {dir}/pgbouncer.pid\n",
             name = db.name,
