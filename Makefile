@@ -32,6 +32,7 @@ services-up:
 
 services-down:
 	scripts/services.sh down
+	scripts/toxiproxy.sh down
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -80,8 +81,9 @@ mutants: deps services-up
 
 # Seeded fault schedules against the real system under load, the database
 # checked against the reference model fed with what the topic holds
-# (scripts/explore.sh, docs/design.md#checked-against-a-model): SEEDS,
-# EXPLORE_SECONDS (60), EXPLORE_RATE (400), EXPLORE_BROKERS (1, or 3).
+# (scripts/explore.sh, docs/design.md#checked-against-a-model): SEEDS
+# (apart by spaces or commas: SEEDS=11,12), EXPLORE_SECONDS (60),
+# EXPLORE_RATE (400), EXPLORE_BROKERS (1, or 3).
 # It kills the shared brokers: not beside make test.
 SEEDS ?= 1 2 3 4 5 6 7 8 9 10
 explore: build services-up

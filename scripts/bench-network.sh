@@ -31,8 +31,12 @@ steady_seconds=${BENCH_NETWORK_STEADY_SECONDS:-60}
 direct=127.0.0.1:5432
 proxied=127.0.0.1:25432
 
+# Toxiproxy started here is stopped here; one already running is left so.
+toxiproxy_started=0
+scripts/toxiproxy.sh status >/dev/null 2>&1 || toxiproxy_started=1
 scripts/toxiproxy.sh up
-trap 'scripts/toxiproxy.sh delay 0 >/dev/null 2>&1 || true' EXIT
+trap 'scripts/toxiproxy.sh delay 0 >/dev/null 2>&1 || true
+      ((toxiproxy_started)) && scripts/toxiproxy.sh down >/dev/null 2>&1' EXIT
 
 status=0
 # loadtest NAME CONSUMER_DB [loadtest.sh options]: one reconciled run.

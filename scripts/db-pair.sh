@@ -23,7 +23,8 @@
 #   scripts/db-pair.sh down        stop both, remove them and the endpoint
 #
 # Everything lives under .local/pair. Needs scripts/services.sh up (PostgreSQL
-# 15 installed) and scripts/toxiproxy.sh (started here when needed).
+# 15 installed) and scripts/toxiproxy.sh (started here when needed, and then
+# stopped by `down`).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,7 +77,9 @@ EOF
         -D "$DIR/standby" -R -X stream -c fast
     printf "port = %s\n" $STANDBY_PORT >>"$DIR/standby/postgresql.conf"
     pg_ctl "$DIR/standby" start || die "the standby did not start; see $DIR/standby.log"
-    "$REPO/scripts/toxiproxy.sh" up >/dev/null 2>&1
+    # Started here, stopped by `down`; one already running is left so.
+    "$REPO/scripts/toxiproxy.sh" status >/dev/null 2>&1 || touch "$DIR/toxiproxy.started"
+    "$REPO/scripts/toxiproxy.sh" up >/dev/null
     api DELETE "/proxies/$NAME" >/dev/null 2>&1 || true
     api POST /proxies "{\"name\":\"$NAME\",\"listen\":\"$ENDPOINT\",\"upstream\":\"127.0.0.1:$PRIMARY_PORT\",\"enabled\":true}" >/dev/null
     log "primary 127.0.0.1:$PRIMARY_PORT, standby 127.0.0.1:$STANDBY_PORT, endpoint $ENDPOINT"
@@ -155,6 +158,9 @@ down() {
         sleep 0.1
     done
     api DELETE "/proxies/$NAME" >/dev/null 2>&1 || true
+    if [[ -f $DIR/toxiproxy.started ]]; then
+        "$REPO/scripts/toxiproxy.sh" down >/dev/null 2>&1 || true
+    fi
     rm -rf "$DIR"
 }
 

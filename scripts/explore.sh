@@ -10,7 +10,8 @@
 # generator sends its mix; then the database must equal the reference model
 # fed with what the topic holds.
 #
-#   scripts/explore.sh [SEED...]          (default: EXPLORE_SEEDS, else 1 2 3)
+#   scripts/explore.sh [SEED...]          (default: EXPLORE_SEEDS, else 1 2 3;
+#                                          seeds apart by spaces or commas)
 #   EXPLORE_SECONDS (60)  EXPLORE_RATE (400)  EXPLORE_BROKERS (1; 3: a cluster,
 #   whose nodes are killed one at a time)  INBOX_BIN_DIR (target/release)
 #   EXPLORE_OUT (.local/explore)
@@ -29,9 +30,20 @@ brokers=${EXPLORE_BROKERS:-1}
 BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
 out=${EXPLORE_OUT:-.local/explore}
 if (($#)); then
-    seeds=("$@")
+    list="$*"
 else
-    read -r -a seeds <<<"${EXPLORE_SEEDS:-1 2 3}"
+    list=${EXPLORE_SEEDS:-1 2 3}
+fi
+read -r -a seeds <<<"${list//,/ }"
+for seed in "${seeds[@]}"; do
+    if [[ ! $seed =~ ^[0-9]+$ ]]; then
+        echo "explore: seed '$seed' is not a number: SEEDS takes numbers apart by spaces or commas (SEEDS=\"11 12\" or SEEDS=11,12)" >&2
+        exit 2
+    fi
+done
+if ((${#seeds[@]} == 0)); then
+    echo "explore: no seed: SEEDS takes numbers apart by spaces or commas (SEEDS=\"11 12\" or SEEDS=11,12)" >&2
+    exit 2
 fi
 
 scripts/services.sh up --brokers "$brokers"
@@ -45,7 +57,10 @@ for seed in "${seeds[@]}"; do
     dir="$out/$seed"
     rm -rf "$dir"
     mkdir -p "$dir"
-    pg=$(scripts/db-pair.sh up 2>"$dir/db-pair.log")
+    if ! pg=$(scripts/db-pair.sh up 2>"$dir/db-pair.log"); then
+        echo "explore: seed $seed: the database pair did not start: $(tail -n 1 "$dir/db-pair.log")" >&2
+        exit 1
+    fi
     psql -q "$pg/inventory" -c "CREATE DATABASE $run_id"
     DATABASE_URL="$pg/$run_id" "$BIN/inventory-inbox" migrate >/dev/null
     scripts/services.sh topic "$run_id" 12 >/dev/null

@@ -8,7 +8,12 @@
 #   scripts/toxiproxy.sh delay MS       one-way delay of MS milliseconds in each
 #                                       direction (round trip 2 x MS); 0 removes it
 #   scripts/toxiproxy.sh down           stop the server this script started
+#   scripts/toxiproxy.sh status         exit 0 when a server answers on the API
 #
+# Whether a server runs is asked of its API, never of the pid file: a server
+# started while another held the port fails to bind it and yet keeps
+# running, serving nothing. Whoever starts the server stops it again
+# (scripts/db-pair.sh, bench-network.sh; make services-down too).
 # Everything lives under .local/toxiproxy (binary, pid, log).
 set -euo pipefail
 
@@ -17,6 +22,7 @@ TOXIPROXY_VERSION=v2.12.0
 DIR="$REPO/.local/toxiproxy"
 BIN="$DIR/bin/server"
 PIDFILE="$DIR/toxiproxy.pid"
+LOG="$DIR/toxiproxy.log"
 API=${TOXIPROXY_API:-127.0.0.1:8474}
 LISTEN=${TOXIPROXY_LISTEN:-127.0.0.1:25432}
 UPSTREAM=${TOXIPROXY_UPSTREAM:-127.0.0.1:5432}
@@ -25,8 +31,9 @@ NAME=postgres
 log() { echo "[toxiproxy] $*" >&2; }
 die() { log "$*"; exit 1; }
 
-api() { # METHOD PATH [JSON]
-    curl -fsS -X "$1" "http://$API$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
+api() { # METHOD PATH [JSON]; a server that takes the connection and never
+    # answers is no server either.
+    curl -fsS --max-time 3 -X "$1" "http://$API$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
 }
 
 install() {
@@ -41,19 +48,46 @@ install() {
     echo "$TOXIPROXY_VERSION" >"$DIR/version"
 }
 
-running() { [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+answers() { api GET /version >/dev/null 2>&1; }
+# The server this script started, if it still runs (it may serve nothing).
+ours() { [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+
+# Stops the server of ours; says nothing (0: there was one).
+stop_ours() {
+    local pid stopped=1
+    if ours; then
+        pid=$(cat "$PIDFILE")
+        kill "$pid"
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        stopped=0
+    fi
+    rm -f "$PIDFILE"
+    return $stopped
+}
 
 up() {
     install
-    if ! running; then
-        log "starting toxiproxy (API $API, log $DIR/toxiproxy.log)"
-        "$BIN" -host "${API%:*}" -port "${API##*:}" >"$DIR/toxiproxy.log" 2>&1 &
+    if ! answers; then
+        # A server of ours that does not answer is of no use.
+        stop_ours || true
+        log "starting toxiproxy (API $API, log $LOG)"
+        "$BIN" -host "${API%:*}" -port "${API##*:}" >"$LOG" 2>&1 &
         echo $! >"$PIDFILE"
         for _ in $(seq 100); do
-            api GET /version >/dev/null 2>&1 && break
+            ours || break
+            grep -q '"Server finished with error"' "$LOG" && break
+            answers && break
             sleep 0.1
         done
-        api GET /version >/dev/null || die "toxiproxy did not answer on $API"
+        if ! answers || ! ours; then
+            local why
+            why=$(grep -o '"error":"[^"]*"' "$LOG" | head -n 1 | cut -d'"' -f4)
+            stop_ours || true
+            die "toxiproxy did not start on $API: ${why:-no answer within 10 s} (see $LOG)"
+        fi
     fi
     if ! api GET "/proxies/$NAME" >/dev/null 2>&1; then
         api POST /proxies "{\"name\":\"$NAME\",\"listen\":\"$LISTEN\",\"upstream\":\"$UPSTREAM\",\"enabled\":true}" >/dev/null
@@ -75,16 +109,27 @@ delay() {
 }
 
 down() {
-    if running; then
-        kill "$(cat "$PIDFILE")"
+    if stop_ours; then
         log "stopped"
     fi
-    rm -f "$PIDFILE"
+    if answers; then
+        log "a toxiproxy this script did not start still answers on $API; left running"
+    fi
+}
+
+status() {
+    if answers; then
+        echo "toxiproxy: up ($API$(ours && echo ", pid $(cat "$PIDFILE")"))"
+    else
+        echo "toxiproxy: down ($API)"
+        return 1
+    fi
 }
 
 case "${1:-}" in
     up) up ;;
     delay) delay "${2:?delay MS}" ;;
     down) down ;;
-    *) echo "usage: $0 up | delay MS | down" >&2; exit 2 ;;
+    status) status ;;
+    *) echo "usage: $0 up | delay MS | down | status" >&2; exit 2 ;;
 esac
