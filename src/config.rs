@@ -111,9 +111,11 @@ pub enum PositionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Move positions on purpose (a re-read, or a skip): with the consumers
-    /// stopped, since a running one moves its partitions' positions forward
-    /// again with its next batch, and reads them only on assignment.
+    /// Move positions on purpose (a re-read, or a skip), also while
+    /// consumers run: a running consumer reads the partition from the new
+    /// position within 10 s, and a batch of it in flight is refused, not
+    /// applied; a stopped one starts there.
+    #[command(group(clap::ArgGroup::new("target").required(true)))]
     Set {
         #[command(flatten)]
         run: Box<RunArgs>,
@@ -122,12 +124,11 @@ pub enum PositionsCommand {
         #[arg(long = "partition", value_name = "P")]
         partitions: Vec<i32>,
         /// The next offset to read: a number, `earliest` or `latest`.
-        #[arg(long, value_parser = parse_offset, required_unless_present = "to_kafka",
-              conflicts_with = "to_kafka")]
+        #[arg(long, value_parser = parse_offset, group = "target")]
         offset: Option<OffsetTarget>,
         /// The group's committed offsets in Kafka (KAFKA_GROUP_ID), where it
         /// has one.
-        #[arg(long)]
+        #[arg(long, group = "target")]
         to_kafka: bool,
     },
 }
@@ -181,14 +182,15 @@ pub enum ParkedCommand {
     },
     /// Re-run parked records through the normal path (e.g. after their SKU
     /// was created): one record by id, or every unreplayed one of a reason.
+    #[command(group(clap::ArgGroup::new("records").required(true)))]
     Replay {
         #[command(flatten)]
         target: ParkedTarget,
         /// The parked record's id (see `parked list`).
-        #[arg(required_unless_present = "reason", conflicts_with = "reason")]
+        #[arg(group = "records")]
         id: Option<i64>,
         /// Every parked record of this reason not replayed yet.
-        #[arg(long, value_parser = parse_reason)]
+        #[arg(long, value_parser = parse_reason, group = "records")]
         reason: Option<ParkReason>,
     },
 }
@@ -685,15 +687,166 @@ fn is_topic_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// Renders a clap error as one line (help and version are not errors).
+/// Renders a clap error as one line (help and version are not errors):
+/// its first paragraph, where clap names the missing arguments or lists
+/// the valid values on lines of their own, and its tip, without the usage.
 pub fn one_line(error: &clap::Error) -> String {
     let rendered = error.to_string();
-    let first = rendered
-        .lines()
+    let mut line = rendered
+        .split("\n\n")
         .next()
-        .unwrap_or("invalid arguments")
-        .trim();
-    first.to_owned()
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.is_empty() {
+        line = "error: invalid arguments".into();
+    }
+    for tip in rendered.lines().map(str::trim) {
+        if tip.starts_with("tip:") {
+            line = format!("{line} ({tip})");
+        }
+    }
+    line
+}
+
+/// Prefixes of the variables this service reads: a variable with one of
+/// them that is no setting is most likely a typo, silently ignored but
+/// for the warning of [`misspelled_variables`].
+const SETTING_PREFIXES: [&str; 8] = [
+    "INBOX_",
+    "KAFKA_",
+    "DB_",
+    "BATCH_",
+    "DLQ_",
+    "METRICS_",
+    "GROUP_",
+    "DATABASE_",
+];
+
+/// Settings read from the environment outside the command line:
+/// src/pipeline/failpoint.rs's (tests only).
+const OTHER_SETTINGS: [&str; 1] = ["INBOX_FAILPOINT"];
+
+/// Most edits (a letter missed, added, changed, or two swapped) between a
+/// variable's name and a setting's for the one to be taken for a typo of
+/// the other. More would name the variables of the scripts and harnesses
+/// around the service (`KAFKA_HOME`, `INBOX_TEST_KAFKA`), which are no typos.
+const TYPO_EDITS: usize = 2;
+
+/// A variable of the service's prefixes that no setting has, and the
+/// setting it most likely meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MisspelledVariable {
+    pub name: String,
+    pub meant: String,
+}
+
+impl std::fmt::Display for MisspelledVariable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is no setting of inventory-inbox and is ignored: did you mean {}?",
+            self.name, self.meant
+        )
+    }
+}
+
+/// Of the environment's variable `names`, those of the service's prefixes
+/// (or their lower-case spelling) that are no setting but near one: a typo
+/// (INBOX_RETENTION_DAY), a prefix added or dropped
+/// (INBOX_BATCH_MAX_RECORDS), or librdkafka's prefix misspelled
+/// (KAFKA_PROPERTIES_…). `KAFKA_PROPERTY_*` are librdkafka's; a variable
+/// near no setting belongs to something else and is left alone.
+pub fn misspelled_variables(names: impl IntoIterator<Item = String>) -> Vec<MisspelledVariable> {
+    use clap::CommandFactory;
+    let mut settings: Vec<String> = OTHER_SETTINGS.iter().map(|s| s.to_string()).collect();
+    let mut commands = vec![Cli::command()];
+    while let Some(command) = commands.pop() {
+        for arg in command.get_arguments() {
+            if let Some(env) = arg.get_env() {
+                settings.push(env.to_string_lossy().into_owned());
+            }
+        }
+        commands.extend(command.get_subcommands().cloned());
+    }
+    settings.sort();
+    settings.dedup();
+    let mut found: Vec<MisspelledVariable> = names
+        .into_iter()
+        .filter(|name| !settings.contains(name) && !name.starts_with(KAFKA_PROPERTY_PREFIX))
+        .filter_map(|name| {
+            let upper = name.to_ascii_uppercase();
+            let prefixed = SETTING_PREFIXES.iter().any(|p| upper.starts_with(p));
+            let meant = nearest_setting(&upper, &settings).filter(|_| prefixed)?;
+            Some(MisspelledVariable { name, meant })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// The setting `name` (upper case) most likely meant, if any.
+fn nearest_setting(name: &str, settings: &[String]) -> Option<String> {
+    let unprefixed: Vec<&str> = SETTING_PREFIXES
+        .iter()
+        .filter_map(|prefix| name.strip_prefix(prefix))
+        .collect();
+    for form in std::iter::once(name).chain(unprefixed.iter().copied()) {
+        if let Some(rest) = form.strip_prefix("KAFKA_PROP") {
+            let property = rest.split_once('_').map_or("", |(_, property)| property);
+            let property = if property.is_empty() {
+                "NAME"
+            } else {
+                property
+            };
+            return Some(format!("{KAFKA_PROPERTY_PREFIX}{property}"));
+        }
+    }
+    settings
+        .iter()
+        .filter_map(|setting| {
+            let prefix_added = unprefixed.contains(&setting.as_str());
+            let prefix_dropped = SETTING_PREFIXES
+                .iter()
+                .any(|prefix| setting.strip_prefix(prefix) == Some(name));
+            let edits = if prefix_added || prefix_dropped {
+                0
+            } else {
+                edit_distance(name, setting)
+            };
+            (edits <= TYPO_EDITS).then_some((edits, setting))
+        })
+        .min_by_key(|(edits, _)| *edits)
+        .map(|(_, setting)| setting.clone())
+}
+
+/// Edits (insertion, deletion, substitution, transposition of neighbours)
+/// from `a` to `b`: the optimal string alignment distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -766,6 +919,116 @@ mod tests {
         let args = run_args(&["--kafka-property", "sasl.passwordhunter2"]).unwrap();
         let error = args.kafka_settings([]).unwrap_err().to_string();
         assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    fn one_line_of(argv: &[&str]) -> String {
+        let mut with_name = vec!["inventory-inbox"];
+        with_name.extend_from_slice(argv);
+        one_line(&Cli::try_parse_from(with_name).unwrap_err())
+    }
+
+    #[test]
+    fn a_missing_argument_or_a_bad_choice_is_named_on_one_line() {
+        for (argv, said) in [
+            (
+                &["inspect"][..],
+                "error: the following required arguments were not provided: <--event <ID>|--order <ID>|--offset <PARTITION:OFFSET>>",
+            ),
+            (
+                &["positions", "set"],
+                "error: the following required arguments were not provided: <--offset <OFFSET>|--to-kafka>",
+            ),
+            (
+                &["parked", "replay"],
+                "error: the following required arguments were not provided: <ID|--reason <REASON>>",
+            ),
+            (
+                &["migrate", "--inbox-db-pooler", "bogus"],
+                "error: invalid value 'bogus' for '--inbox-db-pooler <INBOX_DB_POOLER>' [possible values: none, session, transaction]",
+            ),
+            (
+                &["migrate", "--inbox-db-poolr", "none"],
+                "error: unexpected argument '--inbox-db-poolr' found (tip: a similar argument exists: '--inbox-db-pooler')",
+            ),
+        ] {
+            assert_eq!(one_line_of(argv), said, "{argv:?}");
+        }
+        // Both at once is refused as before.
+        let both = one_line_of(&["parked", "replay", "7", "--reason", "unknown_sku"]);
+        assert!(both.contains("cannot be used with"), "{both}");
+    }
+
+    fn misspelled(names: &[&str]) -> Vec<(String, String)> {
+        misspelled_variables(names.iter().map(|n| n.to_string()))
+            .into_iter()
+            .map(|m| (m.name, m.meant))
+            .collect()
+    }
+
+    #[test]
+    fn a_misspelled_setting_is_told_with_the_one_it_likely_meant() {
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            misspelled(&[
+                "INBOX_POISON_BREAKER_CONSECTIVE",
+                "INBOX_RETENTION_DAY",
+                "INBOX_BATCH_MAX_RECORDS",
+                "DB_POOLER",
+                "inbox_retention_days",
+                "KAFKA_PROPERTIES_SASL_PASSWORD",
+                "KAFKA_TOPCI",
+            ]),
+            vec![
+                pair("DB_POOLER", "INBOX_DB_POOLER"),
+                pair("INBOX_BATCH_MAX_RECORDS", "BATCH_MAX_RECORDS"),
+                pair(
+                    "INBOX_POISON_BREAKER_CONSECTIVE",
+                    "INBOX_POISON_BREAKER_CONSECUTIVE"
+                ),
+                pair("INBOX_RETENTION_DAY", "INBOX_RETENTION_DAYS"),
+                pair(
+                    "KAFKA_PROPERTIES_SASL_PASSWORD",
+                    "KAFKA_PROPERTY_SASL_PASSWORD"
+                ),
+                pair("KAFKA_TOPCI", "KAFKA_TOPIC"),
+                pair("inbox_retention_days", "INBOX_RETENTION_DAYS"),
+            ]
+        );
+    }
+
+    #[test]
+    fn settings_librdkafka_properties_and_others_variables_are_left_alone() {
+        assert_eq!(
+            misspelled(&[
+                // Settings, of every command.
+                "INBOX_RETENTION_DAYS",
+                "BATCH_MAX_RECORDS",
+                "DATABASE_URL",
+                "INBOX_DB_POOLER",
+                "INBOX_FAILPOINT",
+                // librdkafka's.
+                "KAFKA_PROPERTY_SASL_PASSWORD",
+                // The scripts', the harnesses', Kafka's own, Kubernetes'.
+                "INBOX_TEST_KAFKA",
+                "INBOX_TEST_KAFKA_LIBS",
+                "INBOX_BIN_DIR",
+                "KAFKA_HEAP_OPTS",
+                "KAFKA_HOST",
+                "KAFKA_PORT",
+                "KAFKA_SIZE",
+                "KAFKA_VERSION",
+                "KAFKA_BOOTSTRAP",
+                "KAFKA_BROKERS",
+                "KAFKA_SERVICE_HOST",
+                "INBOX_SERVICE_PORT",
+                "DB_SECRET",
+                "METRICS_PORT",
+                "BATCH_DURATION",
+                "PATH",
+                "RETENTION_DAY",
+            ]),
+            vec![]
+        );
     }
 
     #[test]

@@ -36,6 +36,10 @@ fn main() -> ExitCode {
         // Colours only for a person at a terminal, not in files or collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let names = std::env::vars_os().map(|(name, _)| name.to_string_lossy().into_owned());
+    for misspelled in config::misspelled_variables(names) {
+        tracing::warn!("{misspelled}");
+    }
     // Tracing is set up before the runtime: its exporter's HTTP client
     // blocks on a thread of its own.
     let (telemetry, tracing_guard) = match &cli.command {
@@ -162,82 +166,37 @@ async fn breaker_command(command: BreakerCommand) -> anyhow::Result<()> {
 }
 
 async fn inspect_command(args: InspectArgs) -> anyhow::Result<()> {
+    use std::io::Write;
     let run = &args.run;
     let subject = match (&args.event, &args.order, args.offset) {
         (Some(id), _, _) => Subject::Event(*id),
         (_, Some(order), _) => Subject::Order(order.clone()),
-        (_, _, Some((partition, offset))) => {
-            // The record's id, read back from the topic while it holds it.
-            let kafka = run.kafka_settings(std::env::vars())?;
-            let record = cluster::read_record(
-                &kafka,
-                &run.kafka_group_id,
-                &run.kafka_topic,
-                partition,
-                offset,
-            )
-            .await?;
-            let message_id = record.as_ref().and_then(|r| {
-                inventory_inbox::event::decode(r.payload.as_deref(), &r.headers)
-                    .map(|event| event.message_id)
-                    .ok()
-            });
-            if record.is_none() {
-                eprintln!(
-                    "{}: no record at {partition}:{offset} (outside the partition's offsets now); \
-                     looking by position only",
-                    run.kafka_topic
-                );
-            }
-            Subject::Record {
-                partition,
-                offset,
-                message_id,
-            }
-        }
+        (_, _, Some((partition, offset))) => Subject::Record { partition, offset },
         (None, None, None) => unreachable!("clap requires one of --event, --order, --offset"),
     };
+    let kafka = run.kafka_settings(std::env::vars())?;
+    let topic = inspect::TopicReader {
+        settings: &kafka,
+        group: &run.kafka_group_id,
+        topic: &run.kafka_topic,
+    };
     let pool = store::connect(run.database.connection(), 1).await?;
-    let found =
-        inspect::inspect(&pool, &run.inbox_consumer_name, &run.kafka_topic, &subject).await?;
-    if args.json {
-        println!("{}", serde_json::to_string(&found)?);
-        return Ok(());
+    let found = inspect::inspect(&pool, &run.inbox_consumer_name, &topic, &subject).await?;
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string(&found)?)
+    } else {
+        found.text()
+    };
+    // A reader that went away (`inspect ... | head -1`) ends the output
+    // quietly, as it ends any Unix tool's.
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
     }
-    println!("{}", found.verdict);
-    for entry in &found.ledger {
-        println!(
-            "ledger      {}  day {}  {}:{}  {}  order {}  at {}",
-            entry.message_id,
-            entry.event_day,
-            entry.kafka_partition,
-            entry.kafka_offset,
-            entry.status,
-            entry.order_id,
-            entry.processed_at.to_rfc3339()
-        );
-    }
-    for line in &found.lines {
-        println!(
-            "line        order {}  {} x{}  {}  by {}  on {}",
-            line.order_id, line.sku, line.quantity, line.status, line.message_id, line.reserved_day
-        );
-    }
-    for parked in &found.parked {
-        println!(
-            "parked      #{}  {}:{}  {}  {}  at {}",
-            parked.id,
-            parked.kafka_partition,
-            parked.kafka_offset,
-            parked.reason,
-            parked.error,
-            parked.parked_at.to_rfc3339()
-        );
-    }
-    if let Some(position) = found.position {
-        println!("position    {position} (the next offset this consumer reads)");
-    }
-    Ok(())
 }
 
 async fn positions_command(command: PositionsCommand) -> anyhow::Result<()> {
@@ -387,6 +346,10 @@ async fn inbox_for(target: &config::ParkedTarget) -> anyhow::Result<Inbox> {
     Ok(Inbox::new(pool, target.inbox_consumer_name.clone()))
 }
 
+/// Parked records `parked list` counts at most, to say how many it chose
+/// its first ones from: an index-only count of them takes milliseconds.
+const PARKED_COUNTED_UP_TO: i64 = 100_000;
+
 async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
     match command {
         ParkedCommand::List {
@@ -396,22 +359,23 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             limit,
             json,
         } => {
-            let entries = inbox_for(&target)
-                .await?
-                .list_parked(reason, since, limit)
-                .await?;
+            let inbox = inbox_for(&target).await?;
+            let entries = inbox.list_parked(reason, since, limit).await?;
             for entry in &entries {
                 if json {
                     println!("{}", serde_json::to_string(entry)?);
                 } else {
+                    let show = |text: Option<String>| text.unwrap_or_else(|| "-".into());
                     println!(
-                        "{:>8}  {}  {:<26}  {}/{}@{}  {}{}",
+                        "{:>8}  {}  {:<26}  {}/{}@{}  message {}  order {}  {}{}",
                         entry.id,
                         entry.parked_at.format("%Y-%m-%d %H:%M:%S"),
                         entry.reason,
                         entry.topic,
                         entry.partition,
                         entry.offset,
+                        show(entry.message_id.map(|id| id.to_string())),
+                        show(entry.order_id.clone()),
                         entry.error,
                         entry
                             .replay_outcome
@@ -422,7 +386,24 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
                 }
             }
             if !json {
-                println!("{} parked record(s)", entries.len());
+                let shown = entries.len() as i64;
+                // Counted only when the limit cut the list, and then up to
+                // a bound: a broken producer parks millions.
+                let total = if shown < limit {
+                    None
+                } else {
+                    Some(
+                        inbox
+                            .count_parked(reason, since, PARKED_COUNTED_UP_TO)
+                            .await?,
+                    )
+                };
+                match total {
+                    Some(total) if total.more || total.records > shown => {
+                        println!("{shown} of {total} parked record(s)")
+                    }
+                    _ => println!("{shown} parked record(s)"),
+                }
             }
         }
         ParkedCommand::Replay { target, id, reason } => {
@@ -435,6 +416,12 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             let mut applied = 0;
             for id in &ids {
                 let outcome = inbox.replay(*id).await?;
+                if outcome == ReplayOutcome::NotFound && reason.is_none() {
+                    anyhow::bail!(
+                        "no parked record {id} for INBOX_CONSUMER_NAME={}: `inventory-inbox parked list` shows the ids",
+                        target.inbox_consumer_name
+                    );
+                }
                 applied += usize::from(outcome == ReplayOutcome::Applied);
                 println!("{id}: {outcome}");
             }
