@@ -572,13 +572,14 @@ async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: 
     assert_eq!(positions_of(behind), [(key.clone(), Some(1))]);
 }
 
-/// Holds the stock row of `sku` in a transaction of its own until
-/// `during` is done, once a batch waits behind it: what `during` commits
-/// lands while that batch is in flight.
-async fn while_a_batch_waits<T>(
+/// Holds the stock row of `sku` in a transaction of its own while `work`
+/// runs, until `waiters` sessions wait behind it; then runs `during` (what
+/// it commits lands while they are in flight) and lets them go on.
+async fn while_batches_wait<T>(
     pool: &PgPool,
     sku: &str,
-    batch: impl std::future::Future<Output = T>,
+    waiters: i64,
+    work: impl std::future::Future<Output = T>,
     during: impl std::future::Future<Output = ()>,
 ) -> T {
     let mut hold = pool.begin().await.expect("begin");
@@ -588,19 +589,31 @@ async fn while_a_batch_waits<T>(
         .await
         .expect("hold the stock row");
     let release = async {
+        // Bounded: batches that never wait (one failed at once) fail the
+        // test rather than hang it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while waiting_for_locks(pool).await < 1 {
+        while waiting_for_locks(pool).await < waiters {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the batch never waited behind the held stock row"
+                "{waiters} batch(es) never waited behind the held stock row"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         during.await;
         hold.commit().await.expect("release the stock row");
     };
-    let (result, ()) = tokio::join!(batch, release);
+    let (result, ()) = tokio::join!(work, release);
     result
+}
+
+/// One batch waits behind `sku`'s held stock row while `during` commits.
+async fn while_a_batch_waits<T>(
+    pool: &PgPool,
+    sku: &str,
+    batch: impl std::future::Future<Output = T>,
+    during: impl std::future::Future<Output = ()>,
+) -> T {
+    while_batches_wait(pool, sku, 1, batch, during).await
 }
 
 /// The position row of partition 0: next offset, set by an operator, the
@@ -948,30 +961,15 @@ async fn concurrently(
     first: (&Inbox, Vec<InboundRecord>),
     second: (&Inbox, Vec<InboundRecord>),
 ) -> (BatchOutcome, BatchOutcome) {
-    let mut hold = pool.begin().await.expect("begin");
-    sqlx::query("SELECT FROM inventory_stock WHERE sku = $1 FOR UPDATE")
-        .bind(sku)
-        .execute(&mut *hold)
-        .await
-        .expect("hold the stock row");
     let (first_inbox, first_batch) = first;
     let (second_inbox, second_batch) = second;
-    let one = first_inbox.apply(&first_batch, None);
-    let two = second_inbox.apply(&second_batch, None);
-    let release = async {
-        // Bounded: batches that never wait (one failed at once) fail the
-        // test rather than hang it.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while waiting_for_locks(pool).await < 2 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the two batches never both waited behind the held stock row"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        hold.commit().await.expect("release the stock row");
+    let both = async {
+        tokio::join!(
+            first_inbox.apply(&first_batch, None),
+            second_inbox.apply(&second_batch, None)
+        )
     };
-    let (one, two, ()) = tokio::join!(one, two, release);
+    let (one, two) = while_batches_wait(pool, sku, 2, both, async {}).await;
     (one.expect("first applied"), two.expect("second applied"))
 }
 
