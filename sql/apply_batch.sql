@@ -34,29 +34,30 @@
 -- batches inserting the same keys wait, never deadlock. The position,
 -- which two members may share during a rebalance, is written last.
 --
--- Parameters, one array element per record of the batch, in poll order:
---   $2 topic, $3 partition, $4 offset,
---   $5 kind: 'candidate' (valid, in the window, first time in the batch),
---            'repeat' (its message id came earlier in the batch), 'parked'
---            (invalid: $11 reason, $12 error);
---   $6 event_day, $7 message_id, $8 order_id, $9 the event's fingerprint
---       (its JSON as parsed: the same however it is formatted), $27 the hash
---       of its bytes (what ledger rows written before fingerprints hold),
---   $10 for a repeat, the ordinal of the first record with its id (a
---       record whose id came only in an earlier statement is a candidate),
---   $13 payload (bounded), $14 headers (JSON, secrets redacted);
--- one element per order line of the candidates: $15 ordinal of its record,
--- $16 sku, $17 quantity, $18 whether another candidate names the same
--- (order_id, sku); one per partition: $19 topic, $20 partition, $21 next
--- offset, $22 the position the consumer last wrote for it (null: none yet).
--- $1 is the ledger's consumer; $23 the trace id of the batch's span (null
--- when tracing is off), kept on its parked rows; $24 per partition, the id
--- of its topic (Kafka's; null when the broker did not say); $25 whether
--- parked records are copied to a DLQ topic (their rows then owe a copy until
--- it is sent); $26 per record, its key (kept with a parked row for its copy).
+-- Parameters, each named and typed (migrations/20261206000005):
+--   $1 the ledger's consumer;
+--   $2 the records of the batch in poll order, inbox_batch_record[]: each
+--      a 'candidate' (valid, in the window, its id first in the statement;
+--      a record whose id came only in an earlier statement is one), a
+--      'repeat' (its id came earlier in the statement, at `first_ord`) or
+--      'parked' (invalid: `reason`, `error`); its event day, message id,
+--      order id, fingerprint (its JSON as parsed: the same however it is
+--      formatted), the hash of its bytes (what ledger rows written before
+--      fingerprints hold), and what a parked row keeps (payload, bounded;
+--      headers as JSON, secrets redacted; key, for its DLQ copy);
+--   $3 the order lines of the candidates, inbox_batch_line[]: the ordinal
+--      of its record, SKU, quantity, whether another candidate names the
+--      same (order_id, sku);
+--   $4 the partitions it moves, inbox_batch_partition[]: the next offset,
+--      the position the consumer last read or wrote (null: none yet), the
+--      topic's id (Kafka's; null when the broker did not say);
+--   $5 the trace id of the batch's span (null when tracing is off), kept on
+--      its parked rows;
+--   $6 whether parked records are copied to a DLQ topic (their rows then
+--      owe a copy until it is sent).
 --
 -- 0. Before anything: a partition whose position in the database is behind
---    the one this consumer wrote ($22) means the database went back (a
+--    the one this consumer wrote (`expected`) means the database went back (a
 --    restore, a failover to a lagging replica); one an operator set to
 --    another offset than this consumer's (`positions set`, either way) is
 --    to be read from there. The functions raise (SQLSTATE IX001), so
@@ -64,9 +65,7 @@
 --    again from the database's position. A set that commits while this
 --    statement runs is caught as the position is written (step 10).
 WITH partition_arg AS MATERIALIZED (
-    SELECT *
-    FROM UNNEST($19::text[], $20::int[], $21::bigint[], $22::bigint[], $24::uuid[])
-         AS n(topic, kafka_partition, next_offset, expected, topic_id)
+    SELECT * FROM UNNEST($4::inbox_batch_partition[])
 ),
 position_check AS MATERIALIZED (
     SELECT CASE WHEN p.moved_by_operator
@@ -93,29 +92,28 @@ codes AS MATERIALIZED (
            inbox_write_day('order_reservation') AS reservation_day,
            inbox_write_day('inbox_parked') AS parked_day
 ),
+-- The records, without what only a parked row keeps (read by ordinal
+-- there, for the records parked alone).
+record AS MATERIALIZED (
+    SELECT r.topic, r.kafka_partition, r.kafka_offset, r.kind, r.event_day, r.message_id,
+           r.order_id, r.fingerprint, r.byte_hash, r.first_ord, r.reason, r.error,
+           r.ordinality AS ord
+    FROM UNNEST($2::inbox_batch_record[]) WITH ORDINALITY AS r
+    WHERE (SELECT count(*) FROM position_check) = 0
+),
+line AS MATERIALIZED (
+    SELECT l.ordinality AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, l.shared,
+           r.message_id
+    FROM UNNEST($3::inbox_batch_line[]) WITH ORDINALITY AS l
+    JOIN record r ON r.ord = l.record_ord
+),
 topic_code AS MATERIALIZED (
     SELECT t.topic,
            coalesce((SELECT code FROM inbox_topic WHERE name = t.topic),
                     inbox_topic_code(t.topic)) AS code
-    FROM (SELECT DISTINCT topic FROM UNNEST($2::text[]) AS r(topic)
+    FROM (SELECT DISTINCT topic FROM record
           WHERE (SELECT consumer FROM codes) IS NOT NULL
           ORDER BY topic) AS t
-),
-record AS MATERIALIZED (
-    SELECT *
-    FROM UNNEST($2::text[], $3::int[], $4::bigint[], $5::text[], $6::date[], $7::uuid[],
-                $8::text[], $9::bigint[], $10::int[], $27::bigint[])
-         WITH ORDINALITY
-         AS r(topic, kafka_partition, kafka_offset, kind, event_day, message_id, order_id,
-              payload_hash, first_ord, byte_hash, ord)
-    WHERE (SELECT count(*) FROM position_check) = 0
-),
-line AS MATERIALIZED (
-    SELECT l.ord AS line_ord, l.record_ord, r.order_id, l.sku, l.quantity, l.shared,
-           r.message_id
-    FROM UNNEST($15::int[], $16::text[], $17::int[], $18::boolean[]) WITH ORDINALITY
-         AS l(record_ord, sku, quantity, shared, ord)
-    JOIN record r ON r.ord = l.record_ord
 ),
 -- 1. The stock row of each SKU the batch names, as the snapshot holds it,
 --    read once a SKU: a line whose SKU has none names an unknown SKU, and
@@ -159,11 +157,11 @@ ledger_seen AS MATERIALIZED (
 verdict AS MATERIALIZED (
     SELECT r.ord,
            CASE WHEN s.message_id IS NOT NULL
-                     AND s.payload_hash IN (r.payload_hash, r.byte_hash) THEN 'duplicate'
+                     AND s.payload_hash IN (r.fingerprint, r.byte_hash) THEN 'duplicate'
                 WHEN s.message_id IS NOT NULL THEN 'conflict'
                 WHEN u.record_ord IS NOT NULL THEN 'unknown_sku'
                 ELSE 'fresh' END AS verdict,
-           coalesce(s.payload_hash, r.payload_hash) AS id_hash,
+           coalesce(s.payload_hash, r.fingerprint) AS id_hash,
            -- The ledger row is this very record's (its position): written
            -- by an earlier try of this batch whose answer was lost, or by
            -- an earlier delivery of the record at the same position.
@@ -182,9 +180,9 @@ verdict AS MATERIALIZED (
 -- statement ends (IX002) and the consumer splits the batch before it.
 repeat_verdict AS MATERIALIZED (
     SELECT r.ord, r.first_ord,
-           CASE WHEN f.id_hash IN (r.payload_hash, r.byte_hash)
+           CASE WHEN f.id_hash IN (r.fingerprint, r.byte_hash)
                      AND f.verdict = 'unknown_sku' THEN 'unknown_sku'
-                WHEN f.id_hash IN (r.payload_hash, r.byte_hash) THEN 'duplicate'
+                WHEN f.id_hash IN (r.fingerprint, r.byte_hash) THEN 'duplicate'
                 WHEN f.verdict = 'unknown_sku' THEN 'split'
                 ELSE 'conflict' END AS verdict
     FROM record r
@@ -274,7 +272,7 @@ ledger AS (
     INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, processed_at,
                                  event_day, kafka_partition, status, consumer, topic,
                                  aggregate_id)
-    SELECT e.message_id, e.kafka_offset, e.payload_hash, clock_timestamp(),
+    SELECT e.message_id, e.kafka_offset, e.fingerprint, clock_timestamp(),
            e.event_day, e.kafka_partition,
            CASE WHEN e.business_duplicate THEN 'd' ELSE 'p' END::"char",
            (SELECT consumer FROM codes), t.code, e.order_id
@@ -356,7 +354,7 @@ raced AS MATERIALIZED (
 ),
 -- 9.
 to_park AS MATERIALIZED (
-    SELECT r.ord, ($11::text[])[r.ord::int] AS reason, ($12::text[])[r.ord::int] AS error
+    SELECT r.ord, r.reason, r.error
     FROM record r
     WHERE r.kind = 'parked'
     UNION ALL
@@ -388,10 +386,11 @@ parked AS (
                               record_key, dlq_sent_at)
     SELECT (SELECT parked_day FROM codes), $1, p.topic, p.kafka_partition, p.kafka_offset,
            p.message_id,
-           p.reason, p.error, ($13::bytea[])[p.ord::int], (($14::text[])[p.ord::int])::jsonb,
-           $23::text, ($26::bytea[])[p.ord::int],
+           p.reason, p.error, (($2::inbox_batch_record[])[p.ord::int]).payload,
+           ((($2::inbox_batch_record[])[p.ord::int]).headers)::jsonb,
+           $5::text, (($2::inbox_batch_record[])[p.ord::int]).record_key,
            -- No DLQ: no copy is owed.
-           CASE WHEN $25::boolean THEN NULL ELSE now() END
+           CASE WHEN $6::boolean THEN NULL ELSE now() END
     FROM park_row p
     WHERE (SELECT count(*) FROM split) = 0
       -- Parked on an earlier day (a redelivery after midnight). Looked up

@@ -1,14 +1,14 @@
 //! The batch statement (`sql/apply_batch.sql`): one statement per batch,
-//! its own transaction, so a batch costs one round trip to PostgreSQL; the
-//! arrays it binds, the outcome it returns, and the splitting of a batch the
+//! its own transaction, so a batch costs one round trip to PostgreSQL; its
+//! typed arguments (a record, an order line, a partition: one composite
+//! type each), the outcome it returns, and the splitting of a batch the
 //! database refuses until the refused records are isolated.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::Row;
+use sqlx::{FromRow, Row};
 use uuid::Uuid;
 
 use crate::batch::{self, Classified, Disposition, PartitionKey};
@@ -19,37 +19,6 @@ use super::positions::Stored;
 use super::{Inbox, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
-
-/// The types of `APPLY_BATCH`'s arguments, $1 to $27 (its header).
-const ARGUMENT_TYPES: [&str; 27] = [
-    "text",
-    "text[]",
-    "int[]",
-    "bigint[]",
-    "text[]",
-    "date[]",
-    "uuid[]",
-    "text[]",
-    "bigint[]",
-    "int[]",
-    "text[]",
-    "text[]",
-    "bytea[]",
-    "text[]",
-    "int[]",
-    "text[]",
-    "int[]",
-    "boolean[]",
-    "text[]",
-    "int[]",
-    "bigint[]",
-    "bigint[]",
-    "text",
-    "uuid[]",
-    "boolean",
-    "bytea[]",
-    "bigint[]",
-];
 
 /// How often a batch is run again at once because a concurrent batch
 /// committed first (`StoreError::Raced`), before it is retried as a
@@ -378,16 +347,16 @@ impl Inbox {
         positions: &BTreeMap<PartitionKey, i64>,
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
-        let arrays = BatchArrays::of(batch);
-        let bound = self.bound(positions);
+        let arguments = self.arguments(batch, positions);
         // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
         // sends only after the implicit transaction committed: a commit that
         // fails is an error here, never a batch reported as applied.
-        let row = self
-            .batch_query(APPLY_BATCH, &arrays, &bound, trace_id)
+        let applied: Applied = self
+            .batch_query(APPLY_BATCH, &arguments, trace_id)
             .fetch_one(connection)
-            .await?;
-        batch_outcome(batch, &row, trace_id)
+            .await
+            .and_then(|row| Applied::from_row(&row))?;
+        batch_outcome(batch, applied, trace_id)
     }
 
     /// Applies `records` as one batch the way `apply` does, under `EXPLAIN
@@ -405,11 +374,14 @@ impl Inbox {
     ) -> Result<serde_json::Value, StoreError> {
         const EXPLAIN: &str = "EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)";
         const PREPARED: &str = "inbox_explained_batch";
+        const EXECUTE_WITH_LITERALS: &str =
+            "SELECT format('EXECUTE inbox_explained_batch(%L, %L, %L, %L, %L, %L)', \
+             $1::text, $2::inbox_batch_record[], $3::inbox_batch_line[], \
+             $4::inbox_batch_partition[], $5::text, $6::boolean)";
         let window = self.refresh_window().await?;
         let batch = batch::classify(records.to_vec(), &window);
         let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
-        let arrays = BatchArrays::of(&batch);
-        let bound = self.bound(&positions);
+        let arguments = self.arguments(&batch, &positions);
         let mut connection = self.pool.acquire().await?;
         let row = if generic {
             let prepared: i64 =
@@ -418,31 +390,17 @@ impl Inbox {
                     .fetch_one(&mut *connection)
                     .await?;
             if prepared == 0 {
+                // The statement casts each argument: its types need no list.
                 sqlx::raw_sql(&format!(
-                    "SET plan_cache_mode = force_generic_plan; PREPARE {PREPARED}({}) AS {APPLY_BATCH}",
-                    ARGUMENT_TYPES.join(", ")
+                    "SET plan_cache_mode = force_generic_plan; PREPARE {PREPARED} AS {APPLY_BATCH}"
                 ))
                 .execute(&mut *connection)
                 .await?;
             }
             // EXECUTE takes no parameters of its own: the arguments go in as
             // literals, which the database writes.
-            let literals: Vec<String> = ARGUMENT_TYPES
-                .iter()
-                .enumerate()
-                .map(|(n, kind)| format!("${}::{kind}", n + 1))
-                .collect();
             let execute: String = self
-                .batch_query(
-                    &format!(
-                        "SELECT format('EXECUTE {PREPARED}({})', {})",
-                        vec!["%L"; ARGUMENT_TYPES.len()].join(", "),
-                        literals.join(", ")
-                    ),
-                    &arrays,
-                    &bound,
-                    None,
-                )
+                .batch_query(EXECUTE_WITH_LITERALS, &arguments, None)
                 .fetch_one(&mut *connection)
                 .await?
                 .try_get(0)?;
@@ -450,236 +408,263 @@ impl Inbox {
                 .fetch_one(&mut *connection)
                 .await?
         } else {
-            self.batch_query(&format!("{EXPLAIN} {APPLY_BATCH}"), &arrays, &bound, None)
+            self.batch_query(&format!("{EXPLAIN} {APPLY_BATCH}"), &arguments, None)
                 .fetch_one(&mut *connection)
                 .await?
         };
         Ok(row.try_get(0)?)
     }
 
-    /// The per-partition arguments of the statement: positions, the
-    /// positions this inbox wrote, the topics' ids.
-    fn bound<'a>(&self, positions: &'a BTreeMap<PartitionKey, i64>) -> Bound<'a> {
-        let (topics, (partitions, next_offsets)) = positions
+    /// The statement's arguments for `batch`, whose partitions move to
+    /// `positions`: each checked against the position this inbox last read
+    /// or wrote, and written with its topic's id.
+    fn arguments<'a>(
+        &self,
+        batch: &'a [Classified],
+        positions: &'a BTreeMap<PartitionKey, i64>,
+    ) -> Arguments<'a> {
+        let written = self.written.lock().expect("written lock");
+        let topic_ids = self.topic_ids.lock().expect("topic ids lock");
+        let partitions = positions
             .iter()
-            .map(|((topic, partition), next)| (topic.as_str(), (*partition, *next)))
-            .unzip();
-        let expected = {
-            let written = self.written.lock().expect("written lock");
-            positions
-                .keys()
-                .map(|key| written.get(key).copied())
-                .collect()
-        };
-        let topic_ids = {
-            let ids = self.topic_ids.lock().expect("topic ids lock");
-            positions
-                .keys()
-                .map(|(topic, _)| ids.get(topic).copied())
-                .collect()
-        };
-        Bound {
-            topics,
+            .map(|(key, next)| PartitionArgument {
+                topic: &key.0,
+                kafka_partition: key.1,
+                next_offset: *next,
+                expected: written.get(key).copied(),
+                topic_id: topic_ids.get(&key.0).copied(),
+            })
+            .collect();
+        let (records, lines) = record_arguments(batch);
+        Arguments {
+            records,
+            lines,
             partitions,
-            next_offsets,
-            expected,
-            topic_ids,
         }
     }
 
     /// `sql` (the batch statement, or it explained) with the batch's
-    /// arguments bound, in the order of `sql/apply_batch.sql`'s header.
+    /// arguments bound, as `sql/apply_batch.sql`'s header names them.
     fn batch_query<'q>(
         &'q self,
         sql: &'q str,
-        arrays: &'q BatchArrays<'q>,
-        bound: &'q Bound<'q>,
+        arguments: &'q Arguments<'q>,
         trace_id: Option<&'q str>,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(sql)
             .persistent(self.pool.prepares())
             .bind(&self.consumer)
-            .bind(&arrays.topic)
-            .bind(&arrays.partition)
-            .bind(&arrays.offset)
-            .bind(&arrays.kind)
-            .bind(&arrays.event_day)
-            .bind(&arrays.message_id)
-            .bind(&arrays.order_id)
-            .bind(&arrays.payload_hash)
-            .bind(&arrays.first_ord)
-            .bind(&arrays.reason)
-            .bind(&arrays.error)
-            .bind(&arrays.payload)
-            .bind(&arrays.headers)
-            .bind(&arrays.line_record)
-            .bind(&arrays.line_sku)
-            .bind(&arrays.line_quantity)
-            .bind(&arrays.line_shared)
-            .bind(&bound.topics)
-            .bind(&bound.partitions)
-            .bind(&bound.next_offsets)
-            .bind(&bound.expected)
+            .bind(&arguments.records)
+            .bind(&arguments.lines)
+            .bind(&arguments.partitions)
             .bind(trace_id)
-            .bind(&bound.topic_ids)
             .bind(self.dlq_copies)
-            .bind(&arrays.key)
-            .bind(&arrays.byte_hash)
     }
 }
 
-/// The statement's arguments of one per partition of the batch.
-struct Bound<'a> {
-    topics: Vec<&'a str>,
-    partitions: Vec<i32>,
-    next_offsets: Vec<i64>,
-    /// The position this inbox last wrote for each (none yet: null).
-    expected: Vec<Option<i64>>,
-    /// The topic's id, as the broker said (null: it did not).
-    topic_ids: Vec<Option<Uuid>>,
+/// The batch statement's arguments ($2 to $4 of `sql/apply_batch.sql`).
+struct Arguments<'a> {
+    records: Vec<RecordArgument<'a>>,
+    lines: Vec<LineArgument<'a>>,
+    partitions: Vec<PartitionArgument<'a>>,
 }
 
-/// The arrays of the batch statement (`sql/apply_batch.sql`): one element
-/// per record, in poll order, and one per order line of the candidates.
-#[derive(Default)]
-struct BatchArrays<'a> {
-    topic: Vec<&'a str>,
-    partition: Vec<i32>,
-    offset: Vec<i64>,
-    kind: Vec<&'static str>,
-    event_day: Vec<Option<NaiveDate>>,
-    message_id: Vec<Option<Uuid>>,
-    order_id: Vec<Option<&'a str>>,
-    /// The fingerprint of each record's event (`event::Decoded::fingerprint`).
-    payload_hash: Vec<Option<i64>>,
-    /// The hash of each record's bytes, as ledger rows written before
-    /// fingerprints hold it.
-    byte_hash: Vec<Option<i64>>,
-    /// For a repeat, the ordinal of the first record with its id in this
-    /// statement.
-    first_ord: Vec<Option<i32>>,
-    reason: Vec<Option<&'static str>>,
-    error: Vec<Option<Cow<'a, str>>>,
-    /// Every record's payload and headers: the statement itself parks a
-    /// candidate that turns out to name an unknown SKU or reuse an id.
-    payload: Vec<Option<&'a [u8]>>,
-    headers: Vec<String>,
-    /// Every record's key, kept on its parked row for the DLQ copy.
-    key: Vec<Option<&'a [u8]>>,
-    line_record: Vec<i32>,
-    line_sku: Vec<&'a str>,
-    line_quantity: Vec<i32>,
-    /// Whether another candidate of the batch names the same (order_id,
-    /// sku): only those lines are compared with each other in SQL.
-    line_shared: Vec<bool>,
-}
-
-impl<'a> BatchArrays<'a> {
-    fn of(batch: &'a [Classified]) -> Self {
-        let mut arrays = BatchArrays::default();
-        let mut first_with_id: HashMap<Uuid, i32> = HashMap::new();
-        let mut order_lines: HashMap<(&str, &str), usize> = HashMap::new();
-        let mut line_keys: Vec<(&str, &str)> = Vec::new();
-        for (ord, item) in (1..).zip(batch) {
-            let record = &item.record;
-            arrays.topic.push(&record.topic);
-            arrays.partition.push(record.partition);
-            arrays.offset.push(record.offset);
-            arrays.payload.push(
-                record
-                    .payload
-                    .as_deref()
-                    .map(|p| &p[..p.len().min(MAX_PAYLOAD_BYTES)]),
-            );
-            arrays.headers.push(parked::headers_json(&record.headers));
-            arrays.key.push(
-                record
-                    .key
-                    .as_deref()
-                    .map(|k| &k[..k.len().min(MAX_PAYLOAD_BYTES)]),
-            );
-            match &item.disposition {
-                Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
-                    // A repeat of an id only earlier in the statement: a
-                    // record whose id came in an earlier part of a split
-                    // batch is judged by the ledger, as a candidate.
-                    let first = first_with_id.get(&order.message_id).copied();
-                    if first.is_none() {
-                        first_with_id.insert(order.message_id, ord);
-                        for line in &order.lines {
-                            let key = (order.order_id.as_str(), line.sku.as_str());
-                            *order_lines.entry(key).or_default() += 1;
-                            line_keys.push(key);
-                            arrays.line_record.push(ord);
-                            arrays.line_sku.push(&line.sku);
-                            arrays.line_quantity.push(line.quantity);
-                        }
-                        arrays.kind.push("candidate");
-                    } else {
-                        arrays.kind.push("repeat");
-                    }
-                    arrays.event_day.push(Some(order.event_day()));
-                    arrays.message_id.push(Some(order.message_id));
-                    arrays.order_id.push(Some(&order.order_id));
-                    arrays.payload_hash.push(Some(order.fingerprint));
-                    arrays.byte_hash.push(Some(record.payload_hash()));
-                    arrays.first_ord.push(first);
-                    arrays.reason.push(None);
-                    arrays.error.push(None);
-                }
-                Disposition::Parked(rejection) => {
-                    arrays.kind.push("parked");
-                    arrays.event_day.push(None);
-                    arrays.message_id.push(rejection.message_id);
-                    arrays.order_id.push(None);
-                    arrays.payload_hash.push(None);
-                    arrays.byte_hash.push(None);
-                    arrays.first_ord.push(None);
-                    arrays.reason.push(Some(rejection.reason.as_str()));
-                    arrays
-                        .error
-                        .push(Some(parked::storable_text(&rejection.detail)));
-                }
+/// The composite type of the database that an argument struct encodes as,
+/// and its array type (sqlx's derive of `Type` would also derive a decoder,
+/// which borrowed fields cannot have).
+macro_rules! composite_type {
+    ($argument:ident, $name:literal) => {
+        impl sqlx::Type<sqlx::Postgres> for $argument<'_> {
+            fn type_info() -> sqlx::postgres::PgTypeInfo {
+                sqlx::postgres::PgTypeInfo::with_name($name)
             }
         }
-        arrays.line_shared = line_keys.iter().map(|key| order_lines[key] > 1).collect();
-        arrays
-    }
+
+        impl sqlx::postgres::PgHasArrayType for $argument<'_> {
+            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+                sqlx::postgres::PgTypeInfo::with_name(concat!("_", $name))
+            }
+        }
+    };
 }
 
-/// Reads the batch statement's result: fresh events by ordinal, the order
-/// lines, every parked record; the rest of the valid records are duplicates.
+composite_type!(RecordArgument, "inbox_batch_record");
+composite_type!(LineArgument, "inbox_batch_line");
+composite_type!(PartitionArgument, "inbox_batch_partition");
+
+/// A record of the batch, in poll order (`inbox_batch_record`).
+#[derive(sqlx::Encode)]
+struct RecordArgument<'a> {
+    topic: &'a str,
+    kafka_partition: i32,
+    kafka_offset: i64,
+    /// `candidate`, `repeat` (its id came earlier in the statement) or
+    /// `parked`.
+    kind: &'static str,
+    event_day: Option<NaiveDate>,
+    message_id: Option<Uuid>,
+    order_id: Option<&'a str>,
+    /// The fingerprint of the record's event (`event::Decoded::fingerprint`).
+    fingerprint: Option<i64>,
+    /// The hash of the record's bytes, as ledger rows written before
+    /// fingerprints hold it.
+    byte_hash: Option<i64>,
+    /// For a repeat, the ordinal of the first record with its id.
+    first_ord: Option<i32>,
+    reason: Option<&'static str>,
+    error: Option<Cow<'a, str>>,
+    /// What a parked row keeps: the statement itself parks a candidate
+    /// that turns out to name an unknown SKU or reuse an id.
+    payload: Option<&'a [u8]>,
+    headers: String,
+    record_key: Option<&'a [u8]>,
+}
+
+/// An order line of a candidate (`inbox_batch_line`).
+#[derive(sqlx::Encode)]
+struct LineArgument<'a> {
+    /// The ordinal of its record in the statement.
+    record_ord: i32,
+    sku: &'a str,
+    quantity: i32,
+    /// Whether another candidate of the batch names the same (order_id,
+    /// sku): only those lines are compared with each other in SQL.
+    shared: bool,
+}
+
+/// A partition the batch moves (`inbox_batch_partition`).
+#[derive(sqlx::Encode)]
+struct PartitionArgument<'a> {
+    topic: &'a str,
+    kafka_partition: i32,
+    next_offset: i64,
+    /// The position this inbox last read or wrote (none yet: null).
+    expected: Option<i64>,
+    /// The topic's id, as the broker said (null: it did not).
+    topic_id: Option<Uuid>,
+}
+
+/// At most the first `MAX_PAYLOAD_BYTES` of a payload or key: what a
+/// parked row keeps.
+fn bounded(bytes: &Option<Vec<u8>>) -> Option<&[u8]> {
+    bytes
+        .as_deref()
+        .map(|b| &b[..b.len().min(MAX_PAYLOAD_BYTES)])
+}
+
+/// The records and order lines of a batch as the statement takes them.
+fn record_arguments(batch: &[Classified]) -> (Vec<RecordArgument<'_>>, Vec<LineArgument<'_>>) {
+    let mut records = Vec::with_capacity(batch.len());
+    let mut lines = Vec::new();
+    let mut first_with_id: HashMap<Uuid, i32> = HashMap::new();
+    let mut order_lines: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut line_keys: Vec<(&str, &str)> = Vec::new();
+    for (ord, item) in (1..).zip(batch) {
+        let record = &item.record;
+        let mut argument = RecordArgument {
+            topic: &record.topic,
+            kafka_partition: record.partition,
+            kafka_offset: record.offset,
+            kind: "parked",
+            event_day: None,
+            message_id: None,
+            order_id: None,
+            fingerprint: None,
+            byte_hash: None,
+            first_ord: None,
+            reason: None,
+            error: None,
+            payload: bounded(&record.payload),
+            headers: parked::headers_json(&record.headers),
+            record_key: bounded(&record.key),
+        };
+        match &item.disposition {
+            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+                // A repeat of an id only earlier in the statement: a record
+                // whose id came in an earlier part of a split batch is
+                // judged by the ledger, as a candidate.
+                let first = first_with_id.get(&order.message_id).copied();
+                if first.is_none() {
+                    first_with_id.insert(order.message_id, ord);
+                    for line in &order.lines {
+                        let key = (order.order_id.as_str(), line.sku.as_str());
+                        *order_lines.entry(key).or_default() += 1;
+                        line_keys.push(key);
+                        lines.push(LineArgument {
+                            record_ord: ord,
+                            sku: &line.sku,
+                            quantity: line.quantity,
+                            shared: false,
+                        });
+                    }
+                }
+                argument.kind = if first.is_none() {
+                    "candidate"
+                } else {
+                    "repeat"
+                };
+                argument.event_day = Some(order.event_day());
+                argument.message_id = Some(order.message_id);
+                argument.order_id = Some(&order.order_id);
+                argument.fingerprint = Some(order.fingerprint);
+                argument.byte_hash = Some(record.payload_hash());
+                argument.first_ord = first;
+            }
+            Disposition::Parked(rejection) => {
+                argument.message_id = rejection.message_id;
+                argument.reason = Some(rejection.reason.as_str());
+                argument.error = Some(parked::storable_text(&rejection.detail));
+            }
+        }
+        records.push(argument);
+    }
+    for (line, key) in lines.iter_mut().zip(&line_keys) {
+        line.shared = order_lines[key] > 1;
+    }
+    (records, lines)
+}
+
+/// What the batch statement did: the ordinals of the fresh events (and of
+/// the business duplicates among them), the duplicates whose ledger row is
+/// the record's own, the order lines reserved and rejected, and every
+/// parked record with its reason, error, whether it was parked now and its
+/// row; the rest of the valid records are duplicates.
+#[derive(sqlx::FromRow)]
+struct Applied {
+    fresh: Vec<i64>,
+    business_duplicates: Vec<i64>,
+    same_record_duplicates: Vec<i64>,
+    lines_reserved: i64,
+    lines_rejected: i64,
+    parked_ords: Vec<i64>,
+    parked_reasons: Vec<String>,
+    parked_errors: Vec<String>,
+    parked_newly: Vec<bool>,
+    parked_ids: Vec<Option<i64>>,
+}
+
+/// The batch's outcome from what the statement did.
 fn batch_outcome(
     batch: &[Classified],
-    row: &PgRow,
+    applied: Applied,
     trace_id: Option<&str>,
 ) -> Result<BatchOutcome, StoreError> {
     let item = |ord: i64| &batch[ord as usize - 1];
-    let fresh: Vec<i64> = row.try_get("fresh")?;
-    let same_record: Vec<i64> = row.try_get("same_record_duplicates")?;
-    let business_duplicates: Vec<i64> = row.try_get("business_duplicates")?;
-    let parked_ords: Vec<i64> = row.try_get("parked_ords")?;
-    let parked_reasons: Vec<String> = row.try_get("parked_reasons")?;
-    let parked_errors: Vec<String> = row.try_get("parked_errors")?;
-    let parked_newly: Vec<bool> = row.try_get("parked_newly")?;
-    let parked_ids: Vec<Option<i64>> = row.try_get("parked_ids")?;
-    let lines_reserved: i64 = row.try_get("lines_reserved")?;
-    let lines_rejected: i64 = row.try_get("lines_rejected")?;
-
     let valid = batch
         .iter()
         .filter(|c| !matches!(c.disposition, Disposition::Parked(_)))
         .count();
-    let valid_parked = parked_ords
+    let valid_parked = applied
+        .parked_ords
         .iter()
         .filter(|ord| !matches!(item(**ord).disposition, Disposition::Parked(_)))
         .count();
     let mut outcome = BatchOutcome {
-        processed: fresh.len() as u64,
-        business_duplicates: business_duplicates.len() as u64,
-        duplicates: (valid - fresh.len() - valid_parked) as u64,
-        lines_reserved: lines_reserved as u64,
-        lines_rejected: lines_rejected as u64,
+        processed: applied.fresh.len() as u64,
+        business_duplicates: applied.business_duplicates.len() as u64,
+        duplicates: (valid - applied.fresh.len() - valid_parked) as u64,
+        lines_reserved: applied.lines_reserved as u64,
+        lines_rejected: applied.lines_rejected as u64,
         ..BatchOutcome::default()
     };
     let event_time = |ord: i64| match &item(ord).disposition {
@@ -688,14 +673,19 @@ fn batch_outcome(
         }
         Disposition::Parked(_) => None,
     };
-    outcome.fresh_event_times = fresh.into_iter().filter_map(event_time).collect();
-    outcome.same_record_duplicates = same_record.into_iter().filter_map(event_time).collect();
-    for ((((ord, reason), error), newly), id) in parked_ords
+    outcome.fresh_event_times = applied.fresh.into_iter().filter_map(event_time).collect();
+    outcome.same_record_duplicates = applied
+        .same_record_duplicates
         .into_iter()
-        .zip(parked_reasons)
-        .zip(parked_errors)
-        .zip(parked_newly)
-        .zip(parked_ids)
+        .filter_map(event_time)
+        .collect();
+    for ((((ord, reason), error), newly), id) in applied
+        .parked_ords
+        .into_iter()
+        .zip(applied.parked_reasons)
+        .zip(applied.parked_errors)
+        .zip(applied.parked_newly)
+        .zip(applied.parked_ids)
     {
         let reason = ParkReason::from_code(&reason).ok_or_else(|| StoreError::Unexpected {
             sqlstate: String::new(),

@@ -589,16 +589,7 @@ async fn while_batches_wait<T>(
         .await
         .expect("hold the stock row");
     let release = async {
-        // Bounded: batches that never wait (one failed at once) fail the
-        // test rather than hang it.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while waiting_for_locks(pool).await < waiters {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{waiters} batch(es) never waited behind the held stock row"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_waiting(pool, waiters).await;
         during.await;
         hold.commit().await.expect("release the stock row");
     };
@@ -943,6 +934,19 @@ fn parked_of(outcome: &BatchOutcome) -> Vec<(ParkReason, i64)> {
         .collect()
 }
 
+/// Until `sessions` of this database wait for a lock. Bounded: a batch
+/// that never waits (it failed at once) fails the test rather than hang it.
+async fn until_waiting(pool: &PgPool, sessions: i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while waiting_for_locks(pool).await < sessions {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{sessions} session(s) never waited for a lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Sessions of this database waiting for a lock.
 async fn waiting_for_locks(pool: &PgPool) -> i64 {
     scalar(
@@ -1171,9 +1175,7 @@ async fn a_line_a_concurrent_batch_reserved_in_another_days_partition_is_not_res
     let batch = records(&[order("M-1", "SKU-M", 4)]);
     let today = inbox.apply(&batch, None);
     let commit_yesterday = async {
-        while waiting_for_locks(&pool).await < 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_waiting(&pool, 1).await;
         yesterday.commit().await.expect("commit yesterday's batch");
     };
     let (outcome, ()) = tokio::join!(today, commit_yesterday);
@@ -1967,9 +1969,7 @@ async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool)
         }
     };
     let commit_late_write = async {
-        while waiting_for_locks(&pool).await < 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_waiting(&pool, 1).await;
         open.commit().await.expect("commit the late write");
     };
     let (built, ()) = tokio::join!(build, commit_late_write);
@@ -2189,9 +2189,7 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
     let batch = records(&[order("O-1", "SKU-A", 1)]);
     let applied = inbox.apply(&batch, None);
     let other = async {
-        while waiting_for_locks(&pool).await < 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        until_waiting(&pool, 1).await;
         sqlx::query("SELECT inbox_topic_code('orders')")
             .execute(&mut *other_lane)
             .await?;
