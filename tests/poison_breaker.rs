@@ -9,6 +9,13 @@ use std::time::Duration;
 
 use common::*;
 
+/// Records that are no JSON, keyed `junk-N` for N in `numbers`.
+fn junk(numbers: std::ops::Range<usize>) -> Vec<Outgoing> {
+    numbers
+        .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_burst_of_invalid_records_holds_consumption_until_resumed() {
     let topic = fresh_topic(1).await;
@@ -21,7 +28,7 @@ async fn a_burst_of_invalid_records_holds_consumption_until_resumed() {
         .map(|i| order(&format!("ORD-BREAK-{i}"), &[("SKU-1", 1)]))
         .collect();
     let mut burst: Vec<Outgoing> = before.iter().map(Outgoing::event).collect();
-    burst.extend((0..30).map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json")));
+    burst.extend(junk(0..30));
     produce(&producer(), &topic, &burst).await;
     let consumer = spec.start();
     wait_until(Duration::from_secs(60), "the breaker opened", || async {
@@ -96,10 +103,7 @@ async fn a_skip_set_while_the_breaker_holds_is_honoured_on_resume() {
     let spec = ConsumerSpec::new(&db, &topic)
         .env("INBOX_POISON_BREAKER_CONSECUTIVE", "5")
         .env("BATCH_MAX_RECORDS", "5");
-    let junk: Vec<Outgoing> = (0..30)
-        .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
-        .collect();
-    produce(&producer(), &topic, &junk).await;
+    produce(&producer(), &topic, &junk(0..30)).await;
     let consumer = spec.start();
     wait_until(Duration::from_secs(60), "the breaker opened", || async {
         consumer.metric("inbox_poison_breaker_open").await == 1.0
@@ -147,12 +151,7 @@ async fn rereading_records_parked_before_does_not_open_the_breaker() {
     let topic = fresh_topic(1).await;
     let db = TestDb::new().await;
     db.seed_stock(&[("SKU-1", 100)]).await;
-    let junk = |from: usize, to: usize| -> Vec<Outgoing> {
-        (from..to)
-            .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
-            .collect()
-    };
-    produce(&producer(), &topic, &junk(0, 60)).await;
+    produce(&producer(), &topic, &junk(0..60)).await;
     let off = ConsumerSpec::new(&db, &topic).env("INBOX_POISON_BREAKER_CONSECUTIVE", "0");
     let first = off.start();
     wait_committed(&off, 60).await;
@@ -170,7 +169,7 @@ async fn rereading_records_parked_before_does_not_open_the_breaker() {
     let (ok, out, _) = spec.cli("breaker", &["status"]);
     assert!(ok && out.contains("never opened"), "{out}");
 
-    produce(&producer(), &topic, &junk(60, 90)).await;
+    produce(&producer(), &topic, &junk(60..90)).await;
     wait_until(
         Duration::from_secs(60),
         "new junk opens the breaker",
@@ -209,10 +208,11 @@ async fn a_breaker_opened_by_one_member_holds_the_others() {
     .await;
     // Each member owns one partition; junk on partition 0 opens the
     // breaker of whichever owns it.
-    let junk: Vec<Outgoing> = (0..5)
-        .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json").on_partition(0))
+    let on_partition_0: Vec<Outgoing> = junk(0..5)
+        .into_iter()
+        .map(|record| record.on_partition(0))
         .collect();
-    produce(&producer(), &topic, &junk).await;
+    produce(&producer(), &topic, &on_partition_0).await;
     wait_until(Duration::from_secs(60), "the breaker opened", || async {
         spec.cli("breaker", &["status"]).1.starts_with("held since")
     })
@@ -265,9 +265,7 @@ async fn a_breaker_that_could_not_be_recorded_holds_until_recorded_and_resumed()
         .execute(&mut *lock)
         .await
         .expect("lock the breaker's table");
-    let mut records: Vec<Outgoing> = (0..5)
-        .map(|i| Outgoing::raw(&format!("junk-{i}"), b"{not json"))
-        .collect();
+    let mut records = junk(0..5);
     records.extend(
         (0..5).map(|i| Outgoing::event(&order(&format!("ORD-AFTER-{i}"), &[("SKU-1", 1)]))),
     );
