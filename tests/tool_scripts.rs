@@ -52,22 +52,24 @@ fn sandbox(scripts: &[&str], stubs: &[(&str, &str)]) -> Sandbox {
         std::fs::copy(repo().join(script), dir.join(script)).expect("copy the script");
     }
     for (path, text) in stubs {
-        std::fs::write(dir.join(path), format!("#!/usr/bin/env bash\n{text}\n")).expect("stub");
-        Command::new("chmod")
-            .arg("+x")
-            .arg(dir.join(path))
-            .status()
-            .expect("chmod");
+        use std::os::unix::fs::PermissionsExt;
+        let stub = dir.join(path);
+        std::fs::write(&stub, format!("#!/usr/bin/env bash\n{text}\n")).expect("stub");
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     Sandbox(dir)
 }
 
-/// Runs `script ARGS` of `dir` with `env`, killed after `within`: its exit
-/// code (-1 when killed) and stderr.
+/// Runs `bash script ARGS` of `dir` with `env`, killed after `within`: its
+/// exit code (-1 when killed) and stderr. The copy is read by bash, never
+/// executed itself: a file this process just wrote may still be open in a
+/// child another test thread forked at that moment, and executing it then
+/// fails with "Text file busy".
 fn run(dir: &Path, script: &str, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let within = Duration::from_secs(60);
-    let mut command = Command::new(dir.join(script));
+    let mut command = Command::new("bash");
     command
+        .arg(dir.join(script))
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
