@@ -1,15 +1,18 @@
-//! A batch: the records of one poll, classified, with the offsets their
+//! A batch: the records of one poll, classified once, with the offsets their
 //! commit will acknowledge. Pure: no I/O.
 //!
-//! A record is decoded once, here: its classification carries the decoded
-//! event with its fingerprint, and the store (a retry, a split batch)
-//! reuses them, never parsing the payload again.
+//! A record is decoded once, where the pipeline classifies its round into a
+//! [`Batch`]: each record carries its decoded event with the fingerprint of
+//! the same parse, and the store (a retry, a split batch, a window read
+//! again) reuses them, never parsing the payload again. The offsets to
+//! commit are derived once too, when the batch is made: per partition, the
+//! highest offset of the batch + 1, handed to Kafka only after the batch's
+//! database transaction committed.
 //!
 //! Within a batch the same message id twice counts once (the later record is
-//! a duplicate and never reaches the database twice). The offsets to commit
-//! are, per partition, the highest offset of the batch + 1; they are handed to
-//! Kafka only after the batch's database transaction committed.
+//! a duplicate and never reaches the database twice).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use uuid::Uuid;
@@ -38,6 +41,13 @@ impl InboundRecord {
     pub fn payload_hash(&self) -> i64 {
         event::payload_hash(self.payload.as_deref().unwrap_or_default())
     }
+
+    /// Whether the record is of one of `partitions`.
+    pub fn is_in(&self, partitions: &[PartitionKey]) -> bool {
+        partitions
+            .iter()
+            .any(|(topic, partition)| *topic == self.topic && *partition == self.partition)
+    }
 }
 
 /// What a batch does with one record.
@@ -45,65 +55,215 @@ impl InboundRecord {
 pub enum Disposition {
     /// Valid and inside the dedup window: goes to the ledger, which decides
     /// whether it is fresh or a duplicate (by the event's fingerprint).
-    Candidate(Decoded),
+    Candidate,
     /// Its message id appeared earlier in the same batch: a duplicate, or an
     /// id conflict when its fingerprint differs from the ledger's.
-    RepeatInBatch(Decoded),
+    RepeatInBatch,
     /// Not applicable: parked with this reason.
     Parked(Rejection),
 }
 
-/// One record and its disposition.
+/// One record, its one parse and its disposition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
     pub record: InboundRecord,
+    /// The record's event with its fingerprint, or why it is none: kept
+    /// also when the window parks it, so that a window read again judges
+    /// it without a second parse.
+    pub decoded: Result<Decoded, Rejection>,
     pub disposition: Disposition,
 }
 
 impl Classified {
+    /// The event the batch applies (a candidate or an in-batch repeat), or
+    /// why the record is parked.
+    pub fn verdict(&self) -> Result<&Decoded, &Rejection> {
+        match (&self.disposition, &self.decoded) {
+            (Disposition::Parked(rejection), _) => Err(rejection),
+            (_, Ok(decoded)) => Ok(decoded),
+            // Only a record that decoded is a candidate or a repeat.
+            (_, Err(rejection)) => Err(rejection),
+        }
+    }
+
+    /// The event the batch applies; `None` for a parked record.
+    pub fn event(&self) -> Option<&Decoded> {
+        self.verdict().ok()
+    }
+
     /// The record's message id, when it has a valid one.
     pub fn message_id(&self) -> Option<Uuid> {
-        match &self.disposition {
-            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
-                Some(order.message_id)
-            }
-            Disposition::Parked(rejection) => rejection.message_id,
+        match self.verdict() {
+            Ok(event) => Some(event.message_id),
+            Err(rejection) => rejection.message_id,
         }
     }
 
     /// The order id of a record that decoded as an event.
     pub fn order_id(&self) -> Option<&str> {
-        match &self.disposition {
-            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
-                Some(&order.order_id)
-            }
-            Disposition::Parked(_) => None,
-        }
+        self.event().map(|event| event.order_id.as_str())
     }
 }
 
-/// Classifies records in poll order: decode and validate, check the dedup
-/// window, and mark repeated message ids as in-batch repeats (the ledger then
-/// tells a duplicate from an id reused for another payload).
-pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Vec<Classified> {
-    let mut seen: HashSet<Uuid> = HashSet::with_capacity(records.len());
-    records
-        .into_iter()
-        .map(|record| {
-            let disposition = match event::decode(record.payload.as_deref(), &record.headers) {
-                Err(rejection) => Disposition::Parked(rejection),
+/// The records of one batch, in poll order, classified once; the window
+/// they were judged against; and per partition the next offset their
+/// commit acknowledges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    items: Vec<Classified>,
+    /// The dedup window the dispositions were judged against: a batch
+    /// applied under another (a day dropped or created since) is judged
+    /// again, from the same parse ([`Batch::in_window`]).
+    window: DedupWindow,
+    /// Per partition, the highest offset of the batch + 1.
+    next_offsets: BTreeMap<PartitionKey, i64>,
+}
+
+impl Batch {
+    /// Classifies records in poll order: decode and validate (one parse
+    /// each), check the dedup window, and mark repeated message ids as
+    /// in-batch repeats (the ledger then tells a duplicate from an id
+    /// reused for another payload).
+    pub fn classify(records: Vec<InboundRecord>, window: &DedupWindow) -> Batch {
+        let next_offsets = next_offsets(&records);
+        let decoded = records.into_iter().map(|record| {
+            let decoded = event::decode(record.payload.as_deref(), &record.headers);
+            (record, decoded)
+        });
+        Batch {
+            items: judge(decoded, window),
+            window: window.clone(),
+            next_offsets,
+        }
+    }
+
+    /// This batch as judged against `window`: itself when it was judged
+    /// against it, else its records judged again (the same parse, the
+    /// same offsets).
+    pub fn in_window(&self, window: &DedupWindow) -> Cow<'_, Batch> {
+        if self.window == *window {
+            return Cow::Borrowed(self);
+        }
+        let decoded = self
+            .items
+            .iter()
+            .map(|item| (item.record.clone(), item.decoded.clone()));
+        Cow::Owned(Batch {
+            items: judge(decoded, window),
+            window: window.clone(),
+            next_offsets: self.next_offsets.clone(),
+        })
+    }
+
+    /// The records and their dispositions, in poll order.
+    pub fn items(&self) -> &[Classified] {
+        &self.items
+    }
+
+    /// The records, in poll order.
+    pub fn records(&self) -> impl Iterator<Item = &InboundRecord> {
+        self.items.iter().map(|item| &item.record)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Per partition, the next offset to consume after this batch: the
+    /// highest offset of it + 1. This is what Kafka's committed offset
+    /// means, and the position the batch writes.
+    pub fn next_offsets(&self) -> &BTreeMap<PartitionKey, i64> {
+        &self.next_offsets
+    }
+
+    /// The whole batch, as one statement applies it.
+    pub fn whole(&self) -> Part<'_> {
+        Part {
+            items: &self.items,
+            next_offsets: Cow::Borrowed(&self.next_offsets),
+        }
+    }
+
+    /// Drops the records of `partitions` (revoked, or read again from the
+    /// database's position), and their offsets: the other partitions'
+    /// offsets stay as they are.
+    pub fn drop_partitions(&mut self, partitions: &[PartitionKey]) {
+        self.items.retain(|item| !item.record.is_in(partitions));
+        self.next_offsets.retain(|key, _| !partitions.contains(key));
+    }
+}
+
+/// A run of a batch's records that one statement applies, with the
+/// positions it moves its partitions to: the whole batch, or a part of it
+/// the store split off (a refused record isolated, a part the statement
+/// asked for).
+#[derive(Debug, Clone)]
+pub struct Part<'a> {
+    items: &'a [Classified],
+    next_offsets: Cow<'a, BTreeMap<PartitionKey, i64>>,
+}
+
+impl<'a> Part<'a> {
+    /// Records applied on their own: the positions they move to are theirs.
+    pub fn of(items: &'a [Classified]) -> Part<'a> {
+        Part {
+            items,
+            next_offsets: Cow::Owned(next_offsets(items.iter().map(|item| &item.record))),
+        }
+    }
+
+    /// Its records, in poll order.
+    pub fn items(&self) -> &'a [Classified] {
+        self.items
+    }
+
+    /// Per partition, the highest offset of the part + 1.
+    pub fn next_offsets(&self) -> &BTreeMap<PartitionKey, i64> {
+        &self.next_offsets
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The records before `mid` and from it on, in order, each a part.
+    pub fn split_at(&self, mid: usize) -> (Part<'a>, Part<'a>) {
+        let (first, second) = self.items.split_at(mid);
+        (Part::of(first), Part::of(second))
+    }
+}
+
+/// Each decoded record's disposition under `window`, in poll order.
+fn judge(
+    decoded: impl Iterator<Item = (InboundRecord, Result<Decoded, Rejection>)>,
+    window: &DedupWindow,
+) -> Vec<Classified> {
+    let mut seen: HashSet<Uuid> = HashSet::new();
+    decoded
+        .map(|(record, decoded)| {
+            let disposition = match &decoded {
+                Err(rejection) => Disposition::Parked(rejection.clone()),
                 Ok(order) => match window.check(order.event_day()) {
                     Some(reason) => Disposition::Parked(Rejection {
                         reason,
                         detail: format!("event day {} has no ledger partition", order.event_day()),
                         message_id: Some(order.message_id),
                     }),
-                    None if !seen.insert(order.message_id) => Disposition::RepeatInBatch(order),
-                    None => Disposition::Candidate(order),
+                    None if !seen.insert(order.message_id) => Disposition::RepeatInBatch,
+                    None => Disposition::Candidate,
                 },
             };
             Classified {
                 record,
+                decoded,
                 disposition,
             }
         })
@@ -132,8 +292,8 @@ pub fn park_reason(classified: &Classified) -> Option<ParkReason> {
 pub type PartitionKey = (String, i32);
 
 /// Per partition, the next offset to consume after these records: the
-/// highest offset seen + 1. This is what Kafka's committed offset means.
-pub fn next_offsets<'a>(
+/// highest offset seen + 1. The one place it is derived.
+fn next_offsets<'a>(
     records: impl IntoIterator<Item = &'a InboundRecord>,
 ) -> BTreeMap<PartitionKey, i64> {
     let mut next: BTreeMap<PartitionKey, i64> = BTreeMap::new();
@@ -235,33 +395,84 @@ mod tests {
     #[test]
     fn the_same_id_twice_in_a_batch_counts_once() {
         let id = Uuid::new_v4();
-        let batch = classify(
+        let batch = Batch::classify(
             vec![
                 record(0, 1, event(id).to_json()),
                 record(3, 9, event(id).to_json()),
             ],
             &today_window(),
         );
-        assert!(matches!(batch[0].disposition, Disposition::Candidate(_)));
-        assert!(matches!(
-            batch[1].disposition,
-            Disposition::RepeatInBatch(_)
-        ));
+        assert_eq!(batch.items()[0].disposition, Disposition::Candidate);
+        assert_eq!(batch.items()[1].disposition, Disposition::RepeatInBatch);
+        assert_eq!(batch.items()[1].message_id(), Some(id));
     }
 
     #[test]
     fn invalid_records_are_parked_with_their_reason() {
-        let batch = classify(vec![record(0, 1, b"nope".to_vec())], &today_window());
-        assert_eq!(park_reason(&batch[0]), Some(ParkReason::MalformedJson));
+        let batch = Batch::classify(vec![record(0, 1, b"nope".to_vec())], &today_window());
+        assert_eq!(
+            park_reason(&batch.items()[0]),
+            Some(ParkReason::MalformedJson)
+        );
+        assert_eq!(batch.items()[0].event(), None);
     }
 
     #[test]
     fn events_outside_the_window_are_parked() {
-        let batch = classify(
+        let batch = Batch::classify(
             vec![record(0, 1, event(Uuid::new_v4()).to_json())],
             &DedupWindow::default(),
         );
-        assert_eq!(park_reason(&batch[0]), Some(ParkReason::OutsideDedupWindow));
+        assert_eq!(
+            park_reason(&batch.items()[0]),
+            Some(ParkReason::OutsideDedupWindow)
+        );
+        assert_eq!(batch.items()[0].event(), None);
+    }
+
+    #[test]
+    fn a_batch_judged_against_another_window_keeps_its_parse_and_offsets() {
+        let id = Uuid::new_v4();
+        let records = vec![
+            record(0, 4, event(id).to_json()),
+            record(0, 5, event(id).to_json()),
+            record(1, 2, b"nope".to_vec()),
+        ];
+        let outside = Batch::classify(records, &DedupWindow::default());
+        assert!(matches!(
+            outside.in_window(&DedupWindow::default()),
+            Cow::Borrowed(_)
+        ));
+        let inside = outside.in_window(&today_window());
+        assert_eq!(inside.items()[0].disposition, Disposition::Candidate);
+        assert_eq!(inside.items()[1].disposition, Disposition::RepeatInBatch);
+        assert_eq!(
+            park_reason(&inside.items()[2]),
+            Some(ParkReason::MalformedJson)
+        );
+        assert_eq!(inside.items()[0].decoded, outside.items()[0].decoded);
+        assert_eq!(inside.next_offsets(), outside.next_offsets());
+        // And back: parked by the window again, the repeat no longer one.
+        let again = inside.in_window(&DedupWindow::default());
+        assert_eq!(*again, outside);
+    }
+
+    #[test]
+    fn dropping_a_partition_drops_its_records_and_its_offset_only() {
+        let mut batch = Batch::classify(
+            vec![
+                record(0, 5, vec![]),
+                record(1, 7, vec![]),
+                record(0, 6, vec![]),
+            ],
+            &today_window(),
+        );
+        batch.drop_partitions(&[("t".to_string(), 0)]);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(
+            batch.next_offsets().iter().collect::<Vec<_>>(),
+            vec![(&("t".to_string(), 1), &8)]
+        );
     }
 
     #[test]
@@ -323,8 +534,17 @@ mod tests {
             record(0, 6, vec![]),
             record(1, 3, vec![]),
         ];
-        let next = next_offsets(&records);
+        let batch = Batch::classify(records.to_vec(), &today_window());
+        let next = batch.next_offsets();
         assert_eq!(next[&("t".to_string(), 0)], 7);
         assert_eq!(next[&("t".to_string(), 1)], 8);
+        // A part's are its own records'.
+        let (first, second) = batch.whole().split_at(3);
+        assert_eq!(first.next_offsets()[&("t".to_string(), 1)], 8);
+        assert_eq!(first.next_offsets()[&("t".to_string(), 0)], 7);
+        assert_eq!(
+            second.next_offsets().iter().collect::<Vec<_>>(),
+            vec![(&("t".to_string(), 1), &4)]
+        );
     }
 }

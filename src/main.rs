@@ -10,7 +10,7 @@ use inventory_inbox::inspect::{self, Subject};
 use inventory_inbox::kafka::cluster;
 use inventory_inbox::service;
 use inventory_inbox::store::positions;
-use inventory_inbox::store::{self, Inbox, ReplayOutcome};
+use inventory_inbox::store::{self, DbPool, ReplayOutcome};
 use inventory_inbox::telemetry::Telemetry;
 
 /// mimalloc: with glibc's malloc about a third of the batch path's CPU
@@ -340,10 +340,10 @@ fn chosen_partitions<'a>(
     Ok(chosen)
 }
 
-async fn inbox_for(target: &config::ParkedTarget) -> anyhow::Result<Inbox> {
+/// The pool of the database a parked command works on.
+async fn parked_pool(target: &config::ParkedTarget) -> anyhow::Result<DbPool> {
     target.database.validate()?;
-    let pool = store::connect(target.database.connection(), 1).await?;
-    Ok(Inbox::new(pool, target.inbox_consumer_name.clone()))
+    Ok(store::connect(target.database.connection(), 1).await?)
 }
 
 /// Parked records `parked list` counts at most, to say how many it chose
@@ -359,8 +359,9 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             limit,
             json,
         } => {
-            let inbox = inbox_for(&target).await?;
-            let entries = inbox.list_parked(reason, since, limit).await?;
+            let pool = parked_pool(&target).await?;
+            let consumer = &target.inbox_consumer_name;
+            let entries = store::list_parked(&pool, consumer, reason, since, limit).await?;
             for entry in &entries {
                 if json {
                     println!("{}", serde_json::to_string(entry)?);
@@ -393,8 +394,7 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
                     None
                 } else {
                     Some(
-                        inbox
-                            .count_parked(reason, since, PARKED_COUNTED_UP_TO)
+                        store::count_parked(&pool, consumer, reason, since, PARKED_COUNTED_UP_TO)
                             .await?,
                     )
                 };
@@ -407,15 +407,16 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             }
         }
         ParkedCommand::Replay { target, id, reason } => {
-            let inbox = inbox_for(&target).await?;
+            let pool = parked_pool(&target).await?;
+            let consumer = &target.inbox_consumer_name;
             let ids = match (id, reason) {
                 (Some(id), _) => vec![id],
-                (None, Some(reason)) => inbox.replay_candidates(reason).await?,
+                (None, Some(reason)) => store::replay_candidates(&pool, consumer, reason).await?,
                 (None, None) => unreachable!("clap requires an id or --reason"),
             };
             let mut applied = 0;
             for id in &ids {
-                let outcome = inbox.replay(*id).await?;
+                let outcome = store::replay(&pool, consumer, *id).await?;
                 if outcome == ReplayOutcome::NotFound && reason.is_none() {
                     anyhow::bail!(
                         "no parked record {id} for INBOX_CONSUMER_NAME={}: `inventory-inbox parked list` shows the ids",

@@ -99,9 +99,9 @@ async fn consume_until_shutdown(
     finished: Shutdown,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<(), ServiceError> {
-    let pool = store::connect_lazy(args.database.connection(), args.db_pool_size)?;
+    let pool = store::connect_lazy(args.database.connection(), args.db_pool_size)?
+        .answer_within(args.database.answer_within());
     let inbox = Inbox::new(pool.clone(), args.inbox_consumer_name.clone())
-        .answer_within(args.database.answer_within())
         .with_dlq_copies(!args.dlq_topic.trim().is_empty());
     if !database_ready(&pool, &inbox, args, &shutdown).await? {
         // Stopped before the database ever answered: nothing to drain.

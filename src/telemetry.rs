@@ -156,12 +156,17 @@ impl Telemetry {
 
     /// Starts the span of one batch transaction (ended by
     /// [`BatchSpan::applied`] or [`BatchSpan::failed`]).
-    pub fn batch_span(&self, records: &[InboundRecord], group: &str) -> BatchSpan {
+    pub fn batch_span<'a>(
+        &self,
+        records: impl Iterator<Item = &'a InboundRecord>,
+        group: &str,
+    ) -> BatchSpan {
         let Some(tracer) = &self.tracer else {
             return BatchSpan { span: None };
         };
+        let records: Vec<&InboundRecord> = records.collect();
         let topic = records.first().map_or("", |r| r.topic.as_str());
-        let partitions = offset_ranges(records);
+        let partitions = offset_ranges(records.iter().copied());
         let mut attributes = vec![
             KeyValue::new("messaging.system", "kafka"),
             KeyValue::new("messaging.operation.name", "process"),
@@ -250,7 +255,9 @@ impl BatchSpan {
 }
 
 /// Per partition, the first and last offsets of the records.
-fn offset_ranges(records: &[InboundRecord]) -> BTreeMap<PartitionKey, (i64, i64)> {
+fn offset_ranges<'a>(
+    records: impl IntoIterator<Item = &'a InboundRecord>,
+) -> BTreeMap<PartitionKey, (i64, i64)> {
     let mut ranges: BTreeMap<PartitionKey, (i64, i64)> = BTreeMap::new();
     for record in records {
         let range = ranges

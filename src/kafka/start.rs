@@ -42,7 +42,7 @@ impl PositionSource {
                 if self.shutdown.is_asked() {
                     return None;
                 }
-                let stored = self.inbox.answered(positions::read(
+                let stored = self.inbox.pool().answered(positions::read(
                     self.inbox.pool(),
                     self.inbox.consumer(),
                     partitions,
@@ -55,7 +55,8 @@ impl PositionSource {
                             .map(|(key, stored)| (key.clone(), stored.next_offset))
                             .collect();
                         self.inbox
-                            .expect_positions(partitions, &positions, topic_ids);
+                            .positions()
+                            .expect(partitions, &positions, topic_ids);
                         return Some(stored);
                     }
                     Err(error) => {

@@ -11,11 +11,11 @@ use rand::Rng;
 use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
-use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::batch::{self, Batch, InboundRecord, PartitionKey};
 use crate::store::positions::Stored;
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::{drop_partitions, failpoint, Event, Pipeline, Poll, State};
+use super::{drop_partitions, failpoint, Event, Held, Pipeline, Poll, State};
 use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
@@ -29,44 +29,48 @@ pub(super) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Pipeline {
     /// Applies a round of records: at most one batch per lane, of distinct
-    /// partitions, run concurrently, one transaction each (what does not fit
-    /// goes back to the front of the carry for the next round). A batch that
-    /// fails is then retried, in order, with the partitions paused. Returns
-    /// the records applied and the outcome.
+    /// partitions, each classified once, run concurrently, one transaction
+    /// each (what does not fit goes back to the front of the carry for the
+    /// next round). A batch that fails is then retried, in order, with the
+    /// partitions paused. Returns the batches applied and their outcome,
+    /// which carries their offsets to commit.
     pub(super) async fn apply_round(
         &self,
         records: Vec<InboundRecord>,
         started: Instant,
         poll: &mut Poll,
-    ) -> (Vec<InboundRecord>, BatchOutcome) {
+    ) -> (Vec<Batch>, BatchOutcome) {
         let round = batch::round(records, self.lanes(), self.settings.max_records);
         for record in round.left_over.into_iter().rev() {
             poll.carry.push_front(record);
         }
         tracing::debug!(lanes = round.batches.len(), "round");
-        let results =
-            futures::future::join_all(round.batches.into_iter().map(|batch| async move {
-                match self.apply_traced(&batch).await {
-                    Ok(done) => {
-                        BatchCommitted {
-                            size: batch.len(),
-                            started,
-                        }
-                        .emit(&self.metrics);
-                        (batch, done, None)
+        let batches = round
+            .batches
+            .into_iter()
+            .map(|records| self.inbox.classify(records));
+        let results = futures::future::join_all(batches.map(|batch| async move {
+            match self.apply_traced(&batch).await {
+                Ok(done) => {
+                    BatchCommitted {
+                        size: batch.len(),
+                        started,
                     }
-                    Err(error) => {
-                        // Retried at once, in order, by apply_with_retry.
-                        BatchRolledBack {
-                            error: &error,
-                            retry_in: Duration::ZERO,
-                        }
-                        .emit(&self.metrics);
-                        (Vec::new(), BatchOutcome::default(), Some((batch, error)))
-                    }
+                    .emit(&self.metrics);
+                    (Some(batch), done, None)
                 }
-            }))
-            .await;
+                Err(error) => {
+                    // Retried at once, in order, by apply_with_retry.
+                    BatchRolledBack {
+                        error: &error,
+                        retry_in: Duration::ZERO,
+                    }
+                    .emit(&self.metrics);
+                    (None, BatchOutcome::default(), Some((batch, error)))
+                }
+            }
+        }))
+        .await;
         let mut applied = Vec::new();
         let mut outcome = BatchOutcome::default();
         let mut remaining = Vec::new();
@@ -95,7 +99,7 @@ impl Pipeline {
                     }
                     .emit(&self.metrics);
                     outcome.absorb(done);
-                    applied.extend(batch);
+                    applied.push(batch);
                 }
                 // Shutdown gave up on the database, or the client failed:
                 // later batches of the same partitions must not be applied
@@ -108,9 +112,9 @@ impl Pipeline {
     }
 
     /// One batch transaction, in a span of its own when tracing is on.
-    async fn apply_traced(&self, records: &[InboundRecord]) -> Result<BatchOutcome, StoreError> {
-        let span = self.telemetry.batch_span(records, &self.group);
-        let result = self.inbox.apply(records, span.trace_id().as_deref()).await;
+    async fn apply_traced(&self, batch: &Batch) -> Result<BatchOutcome, StoreError> {
+        let span = self.telemetry.batch_span(batch.records(), &self.group);
+        let result = self.inbox.apply(batch, span.trace_id().as_deref()).await;
         match &result {
             Ok(outcome) => span.applied(outcome),
             Err(error) => span.failed(error.retry_reason(), error),
@@ -119,31 +123,33 @@ impl Pipeline {
     }
 
     /// Applies one batch, retrying transient failures while keeping the
-    /// group membership. `lost_answer`: an earlier try may have committed
-    /// without its answer reaching here. Returns the records applied (those of partitions
-    /// revoked meanwhile are left to their new owner) and the outcome; `None`
-    /// when there is nothing to commit: the batch was empty, every record of
-    /// it was revoked, or shutdown gave up on an unavailable database.
+    /// group membership: each try applies the same batch, less the records
+    /// of partitions revoked meanwhile (left to their new owner) or read
+    /// again from the database's position. `lost_answer`: an earlier try
+    /// may have committed without its answer reaching here. Returns the
+    /// batch applied and the outcome; `None` when there is nothing to
+    /// commit: the batch was empty, every record of it was revoked, or
+    /// shutdown gave up on an unavailable database.
     async fn apply_with_retry(
         &self,
-        mut records: Vec<InboundRecord>,
+        mut batch: Batch,
         mut lost_answer: bool,
         poll: &mut Poll,
         gone: &mut Vec<PartitionKey>,
-    ) -> Option<(Vec<InboundRecord>, BatchOutcome)> {
+    ) -> Option<(Batch, BatchOutcome)> {
         let mut backoff = RETRY_BACKOFF_MIN;
         let mut paused = false;
         let outcome = loop {
-            if records.is_empty() {
+            if batch.is_empty() {
                 break None;
             }
-            match self.apply_traced(&records).await {
+            match self.apply_traced(&batch).await {
                 // An earlier try may have committed with its answer lost:
                 // what it did is this batch's (counters, DLQ copies).
                 Ok(outcome) if lost_answer => break Some(outcome.after_lost_answer()),
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind(behind)) => {
-                    self.read_again(&behind, &mut records, poll);
+                    self.read_again(&behind, &mut batch, poll);
                 }
                 Err(error) => {
                     lost_answer |= error.answer_may_be_lost();
@@ -163,7 +169,7 @@ impl Pipeline {
                     if !paused {
                         paused = self.pause_all();
                     }
-                    self.wait_polling(wait, &mut records, poll, gone).await;
+                    self.wait_polling(wait, &mut batch, poll, gone).await;
                     if poll.failed() {
                         // The client is done for: the batch is not
                         // committed, and its records are read again by
@@ -187,7 +193,7 @@ impl Pipeline {
             // backup or a replica: check every owned partition now.
             poll.upkeep.reset_immediately();
         }
-        outcome.map(|outcome| (records, outcome))
+        outcome.map(|outcome| (batch, outcome))
     }
 
     /// Sleeps for `duration` while serving the consumer (heartbeats are
@@ -196,7 +202,7 @@ impl Pipeline {
     pub(super) async fn wait_polling(
         &self,
         duration: Duration,
-        records: &mut Vec<InboundRecord>,
+        held: &mut impl Held,
         poll: &mut Poll,
         gone: &mut Vec<PartitionKey>,
     ) {
@@ -205,19 +211,19 @@ impl Pipeline {
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => break,
                 message = self.consumer.recv() => {
-                    gone.extend(self.purge_revoked(records, &mut poll.carry));
+                    gone.extend(self.purge_revoked(held, &mut poll.carry));
                     if let Some(record) = self.received(message, poll) {
                         poll.carry.push_back(record);
                         self.metrics
                             .lag_clock
-                            .holding(records.iter().chain(poll.carry.iter()));
+                            .holding(held.records().chain(poll.carry.iter()));
                     }
                     // Partitions assigned meanwhile are paused too.
                     self.pause_all();
                 }
             }
         }
-        gone.extend(self.purge_revoked(records, &mut poll.carry));
+        gone.extend(self.purge_revoked(held, &mut poll.carry));
     }
 
     /// The database went back (restored, or failed over to a replica that
@@ -226,12 +232,7 @@ impl Pipeline {
     /// committed. Reads each partition again from the database's position
     /// (its beginning where the database has none), dropping the records in
     /// hand, which come after what the database lacks.
-    pub(super) fn read_again(
-        &self,
-        behind: &Behind,
-        records: &mut Vec<InboundRecord>,
-        poll: &mut Poll,
-    ) {
+    pub(super) fn read_again(&self, behind: &Behind, held: &mut impl Held, poll: &mut Poll) {
         for ((topic, partition), stored) in &behind.positions {
             PositionBehind {
                 topic,
@@ -241,7 +242,7 @@ impl Pipeline {
             }
             .emit(&self.metrics);
         }
-        self.seek_to(&behind.positions, records, poll);
+        self.seek_to(&behind.positions, held, poll);
     }
 
     /// Reads each partition again from the database's position (its
@@ -254,7 +255,7 @@ impl Pipeline {
     pub(super) fn seek_to(
         &self,
         positions: &BTreeMap<PartitionKey, Option<Stored>>,
-        records: &mut Vec<InboundRecord>,
+        held: &mut impl Held,
         poll: &mut Poll,
     ) {
         for ((topic, partition), stored) in positions {
@@ -280,10 +281,10 @@ impl Pipeline {
             self.offsets.rewind(&key, stored.map(|s| s.next_offset));
         }
         let again: Vec<PartitionKey> = positions.keys().cloned().collect();
-        drop_partitions(&again, records, &mut poll.carry);
+        drop_partitions(&again, held, &mut poll.carry);
         self.metrics
             .lag_clock
-            .holding(records.iter().chain(poll.carry.iter()));
+            .holding(held.records().chain(poll.carry.iter()));
     }
 
     /// Tries again the seeks librdkafka refused, of the partitions still

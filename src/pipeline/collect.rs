@@ -15,11 +15,12 @@ use crate::batch::{InboundRecord, PartitionKey};
 use crate::kafka;
 
 use crate::observe::ConsumeFailed;
-use crate::store::positions::Stored;
+use crate::store::{self, positions::Stored};
+
+use super::{drop_partitions, Event, Held, Pipeline, Poll};
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
-use super::{drop_partitions, Event, Pipeline, Poll};
 
 impl Pipeline {
     /// Waits for the first record, then gathers up to `max_records` per lane
@@ -122,7 +123,7 @@ impl Pipeline {
             return;
         };
         let delivered = dlq.take_delivered();
-        if let Err(error) = self.inbox.copies_sent(&delivered).await {
+        if let Err(error) = store::copies_sent(self.inbox.pool(), &delivered).await {
             tracing::warn!(%error, "cannot mark DLQ copies as sent; tried again later");
             dlq.delivered_again(delivered);
             return;
@@ -131,7 +132,9 @@ impl Pipeline {
         if owned.is_empty() {
             return;
         }
-        match self.inbox.copies_owed(&owned, &dlq.in_flight()).await {
+        let in_flight = dlq.in_flight();
+        let owed = store::copies_owed(self.inbox.pool(), self.inbox.consumer(), &owned, &in_flight);
+        match owed.await {
             Ok(owed) if !owed.is_empty() => {
                 tracing::info!(
                     copies = owed.len(),
@@ -163,7 +166,7 @@ impl Pipeline {
             return;
         }
         self.check_topic_ids(&owned, records, poll);
-        match self.inbox.gone_back(&owned).await {
+        match self.inbox.positions().gone_back(&owned).await {
             Ok(behind) => {
                 self.metrics
                     .readiness
@@ -198,7 +201,7 @@ impl Pipeline {
         let topics: BTreeSet<&str> = owned.iter().map(|(topic, _)| topic.as_str()).collect();
         let mut recreated = BTreeMap::new();
         for topic in topics {
-            let Some(known) = self.inbox.topic_id(topic) else {
+            let Some(known) = self.inbox.positions().topic_id(topic) else {
                 continue;
             };
             let now = tokio::task::block_in_place(|| {
@@ -226,7 +229,8 @@ impl Pipeline {
             .cloned()
             .collect();
         self.inbox
-            .expect_positions(&partitions, &BTreeMap::new(), &recreated);
+            .positions()
+            .expect(&partitions, &BTreeMap::new(), &recreated);
         let from_the_start: BTreeMap<PartitionKey, Option<Stored>> =
             partitions.into_iter().map(|key| (key, None)).collect();
         self.seek_to(&from_the_start, records, poll);
@@ -295,11 +299,11 @@ impl Pipeline {
     /// returns those partitions.
     pub(super) fn purge_revoked(
         &self,
-        records: &mut Vec<InboundRecord>,
+        held: &mut impl Held,
         carry: &mut VecDeque<InboundRecord>,
     ) -> Vec<PartitionKey> {
         let revoked = self.offsets.take_revoked();
-        drop_partitions(&revoked, records, carry);
+        drop_partitions(&revoked, held, carry);
         revoked
     }
 }

@@ -3,13 +3,19 @@
 //!
 //! ```text
 //! recv ──> round (≤ max records per lane, ≤ linger after the first)
-//!   ^          ──> batches of distinct partitions ──> Inbox::apply (one tx each)
+//!   ^          ──> batches of distinct partitions, classified once (Batch)
+//!   |                 ──> Inbox::apply (one tx each; a retry applies the same Batch)
 //!   |                                                       │ COMMIT
-//!   └──────── commit offsets (async) <── CommittedOffsets <──┘
+//!   └──── commit its offsets (async) <── CommittedOffsets <─┘
 //! ```
 //!
 //! Invariants:
-//! - Offsets are handed to Kafka only after the batch's DB commit.
+//! - Offsets are handed to Kafka only after the batch's DB commit: they are
+//!   those the store's answer carries (`BatchOutcome::to_commit`), which it
+//!   gives only once the batch committed.
+//! - A round's records are decoded once, when its batches are classified;
+//!   a batch retried is the same `Batch`, less the records of partitions
+//!   revoked or read again meanwhile.
 //! - While the database is unavailable the assigned partitions are paused and
 //!   the loop keeps polling, so the consumer stays in its group; the batch is
 //!   retried with capped, jittered backoff and nothing is committed.
@@ -39,14 +45,14 @@ use std::time::Duration;
 use futures::FutureExt;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 
-use crate::batch::{self, InboundRecord};
+use crate::batch::{Batch, InboundRecord, PartitionKey};
 use crate::breaker::{BreakerSettings, PoisonBreaker};
 use crate::kafka::offsets::{self, CommittedOffsets};
 use crate::kafka::{Dlq, InboxContext};
 use crate::metrics::Metrics;
 use crate::observe::{BreakerHeld, CommitStep, RoundApplied};
 use crate::shutdown::Shutdown;
-use crate::store::{BatchOutcome, Inbox};
+use crate::store::{self, BatchOutcome, Inbox};
 use crate::telemetry::Telemetry;
 
 use failpoint::FailPoint;
@@ -151,7 +157,7 @@ struct Poll {
     /// Partitions whose seek to their position librdkafka refused, and
     /// where to: their records are dropped as they arrive, and the seek
     /// tried again, until it is done.
-    unsought: BTreeMap<batch::PartitionKey, (rdkafka::Offset, std::time::Instant)>,
+    unsought: BTreeMap<PartitionKey, (rdkafka::Offset, std::time::Instant)>,
 }
 
 impl Poll {
@@ -202,7 +208,7 @@ impl Pipeline {
         let mut failpoint = FailPoint::from_env();
         // Held by another member, or before a restart: held here too.
         if !self.settings.poison_breaker.is_off() {
-            match self.inbox.breaker().await {
+            match self.breaker().await {
                 Ok(Some(state)) if state.holds() => {
                     self.hold_for_operator(&state.reason, false, &mut poll)
                         .await;
@@ -244,10 +250,10 @@ impl Pipeline {
                     break;
                 }
             };
-            let (records, outcome) = applied;
-            if !records.is_empty() {
-                self.committed(&records, &outcome, &poll, &mut failpoint);
-                if let Some(why) = tripped(&mut poll.breaker, &records, &outcome) {
+            let (batches, outcome) = applied;
+            if !batches.is_empty() {
+                self.committed(&batches, &outcome, &poll, &mut failpoint);
+                if let Some(why) = tripped(&mut poll.breaker, &batches, &outcome) {
                     self.hold_for_operator(&why, true, &mut poll).await;
                 }
             }
@@ -257,7 +263,8 @@ impl Pipeline {
         }
         if let Some(dlq) = &self.dlq {
             dlq.flush(Duration::from_secs(5));
-            if let Err(error) = self.inbox.copies_sent(&dlq.take_delivered()).await {
+            let delivered = dlq.take_delivered();
+            if let Err(error) = store::copies_sent(self.inbox.pool(), &delivered).await {
                 tracing::warn!(%error, "cannot mark the last DLQ copies as sent; the next owner sends them again");
             }
         }
@@ -269,22 +276,23 @@ impl Pipeline {
         }
     }
 
-    /// After a round's database commits: its offsets to Kafka (those of
-    /// partitions still owned: a revoked one's new owner commits it), its
-    /// metrics and log lines, its parked records' DLQ copies.
+    /// After a round's database commits: the offsets the store's answer
+    /// gives to Kafka (those of partitions still owned: a revoked one's new
+    /// owner commits it), its metrics and log lines, its parked records' DLQ
+    /// copies.
     fn committed(
         &self,
-        records: &[InboundRecord],
+        batches: &[Batch],
         outcome: &BatchOutcome,
         poll: &Poll,
         failpoint: &mut FailPoint,
     ) {
         self.metrics.lag_clock.holding(poll.carry.iter());
-        let committed = self.offsets.advance(&batch::next_offsets(records));
+        let committed = self.offsets.advance(&outcome.to_commit);
         RoundApplied { outcome }.emit(&self.metrics);
         failpoint.abort_after_db_commit();
         if let Some(dlq) = &self.dlq {
-            publish_parked(dlq, records, outcome);
+            publish_parked(dlq, batches, outcome);
         }
         // A dropped commit is sent again with the unconfirmed ones.
         if !committed.is_empty() && !failpoint.drop_offset_commit() {
@@ -307,7 +315,7 @@ impl Pipeline {
         {
             return None;
         }
-        match self.inbox.breaker().await {
+        match self.breaker().await {
             Ok(Some(state)) if state.holds() => Some(state.reason),
             Ok(_) => None,
             Err(error) => {
@@ -331,7 +339,7 @@ impl Pipeline {
         self.pause_all();
         let mut gone = Vec::new();
         loop {
-            self.wait_polling(BREAKER_CHECK_EVERY, &mut Vec::new(), poll, &mut gone)
+            self.wait_polling(BREAKER_CHECK_EVERY, &mut Batch::default(), poll, &mut gone)
                 .await;
             if poll.stopping() {
                 break;
@@ -340,7 +348,7 @@ impl Pipeline {
                 recorded = self.record_breaker(why).await;
                 continue;
             }
-            match self.inbox.breaker().await {
+            match self.breaker().await {
                 Ok(Some(state)) if state.holds() => {}
                 Ok(state) => {
                     let by = state.and_then(|s| s.resumed_by);
@@ -360,7 +368,7 @@ impl Pipeline {
     /// Records in the database that the breaker opened, so that every
     /// member holds and an operator can resume it; false when it could not.
     async fn record_breaker(&self, why: &str) -> bool {
-        match self.inbox.open_breaker(why).await {
+        match store::open_breaker(self.inbox.pool(), self.inbox.consumer(), why).await {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(%error, "cannot record the poison breaker in the database; holding, and trying again");
@@ -420,6 +428,11 @@ impl Pipeline {
     /// machine or rack a batch is all database work, and concurrent ones
     /// only wait on each other's locks of the hot stock rows (measured: the
     /// batch p95 while catching up doubles, the catch-up is no faster).
+    /// The poison breaker of this consumer, as the database holds it.
+    async fn breaker(&self) -> Result<Option<store::BreakerState>, store::StoreError> {
+        store::breaker(self.inbox.pool(), self.inbox.consumer()).await
+    }
+
     fn lanes(&self) -> usize {
         let from = self.settings.lanes_from_round_trip;
         match self.inbox.round_trip() {
@@ -430,24 +443,49 @@ impl Pipeline {
     }
 }
 
-/// Drops the held records (`records`, and `carry`) of `partitions`: their
+/// Records held in memory and not applied yet: those a round gathers, or
+/// the batch being retried.
+trait Held {
+    /// Drops the records of `partitions`.
+    fn drop_partitions(&mut self, partitions: &[PartitionKey]);
+
+    /// The records, in poll order.
+    fn records(&self) -> impl Iterator<Item = &InboundRecord>;
+}
+
+impl Held for Vec<InboundRecord> {
+    fn drop_partitions(&mut self, partitions: &[PartitionKey]) {
+        self.retain(|record| !record.is_in(partitions));
+    }
+
+    fn records(&self) -> impl Iterator<Item = &InboundRecord> {
+        self.iter()
+    }
+}
+
+impl Held for Batch {
+    fn drop_partitions(&mut self, partitions: &[PartitionKey]) {
+        Batch::drop_partitions(self, partitions);
+    }
+
+    fn records(&self) -> impl Iterator<Item = &InboundRecord> {
+        Batch::records(self)
+    }
+}
+
+/// Drops the held records (`held`, and `carry`) of `partitions`: their
 /// reading goes on elsewhere (their new owner's after a revoke, or from the
 /// database's position after it went back).
 fn drop_partitions(
-    partitions: &[batch::PartitionKey],
-    records: &mut Vec<InboundRecord>,
+    partitions: &[PartitionKey],
+    held: &mut impl Held,
     carry: &mut VecDeque<InboundRecord>,
 ) {
     if partitions.is_empty() {
         return;
     }
-    let dropped = |r: &InboundRecord| {
-        partitions
-            .iter()
-            .any(|(topic, partition)| *topic == r.topic && *partition == r.partition)
-    };
-    records.retain(|r| !dropped(r));
-    carry.retain(|r| !dropped(r));
+    held.drop_partitions(partitions);
+    carry.retain(|record| !record.is_in(partitions));
 }
 
 /// Feeds the breaker each record of a round, in poll order: parked now or
@@ -457,7 +495,7 @@ fn drop_partitions(
 /// again. Why it opens, when it does.
 fn tripped(
     breaker: &mut PoisonBreaker,
-    records: &[InboundRecord],
+    batches: &[Batch],
     outcome: &BatchOutcome,
 ) -> Option<String> {
     fn at(rows: &[crate::parked::ParkedRow]) -> HashSet<(&str, i32, i64)> {
@@ -467,7 +505,7 @@ fn tripped(
     }
     let (parked, parked_before) = (at(&outcome.newly_parked), at(&outcome.parked_before));
     let mut why = None;
-    for record in records {
+    for record in batches.iter().flat_map(Batch::records) {
         let at = (record.topic.as_str(), record.partition, record.offset);
         if parked_before.contains(&at) {
             continue;
@@ -479,12 +517,13 @@ fn tripped(
     why
 }
 
-fn publish_parked(dlq: &Dlq, records: &[InboundRecord], outcome: &BatchOutcome) {
+fn publish_parked(dlq: &Dlq, batches: &[Batch], outcome: &BatchOutcome) {
     if outcome.newly_parked.is_empty() {
         return;
     }
-    let by_position: HashMap<(&str, i32, i64), &InboundRecord> = records
+    let by_position: HashMap<(&str, i32, i64), &InboundRecord> = batches
         .iter()
+        .flat_map(Batch::records)
         .map(|r| ((r.topic.as_str(), r.partition, r.offset), r))
         .collect();
     let copies: Vec<_> = outcome

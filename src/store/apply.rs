@@ -1,22 +1,25 @@
-//! The batch statement (`sql/apply_batch.sql`): one statement per batch,
-//! its own transaction, so a batch costs one round trip to PostgreSQL; its
-//! typed arguments (a record, an order line, a partition: one composite
-//! type each), the outcome it returns, and the splitting of a batch the
-//! database refuses until the refused records are isolated.
+//! The batch writer: the batch statement (`sql/apply_batch.sql`), one
+//! statement per batch, its own transaction, so a batch costs one round
+//! trip to PostgreSQL; its typed arguments (a record, an order line, a
+//! partition: one composite type each), the outcome it returns, the
+//! splitting of a batch the database refuses until the refused records are
+//! isolated, and the connections it keeps between batches.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{FromRow, Row};
+use sqlx::pool::PoolConnection;
+use sqlx::{FromRow, Postgres, Row};
 use uuid::Uuid;
 
-use crate::batch::{self, Classified, Disposition, PartitionKey};
+use crate::batch::{Batch, Classified, Disposition, Part, PartitionKey};
 use crate::event::{self, ParkReason, MAX_PAYLOAD_BYTES};
 use crate::parked::{self, ParkedRow};
 
-use super::positions::Stored;
-use super::{Inbox, StoreError};
+use super::position_guard::PositionGuard;
+use super::{DbPool, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 
@@ -25,26 +28,7 @@ const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 /// transient failure.
 const MAX_RACES: u32 = 5;
 
-/// Partitions to read again from the database's position: it is behind
-/// this inbox's (the database went back), or an operator set it
-/// (`inventory-inbox positions set`, either way).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Behind {
-    /// The database's position of each (`None`: it has none).
-    pub positions: BTreeMap<PartitionKey, Option<Stored>>,
-}
-
-impl Behind {
-    /// The partition's position was set by an operator, not lost by the
-    /// database.
-    pub fn by_operator(&self, key: &PartitionKey) -> bool {
-        self.positions
-            .get(key)
-            .is_some_and(|stored| stored.is_some_and(|s| s.by_operator))
-    }
-}
-
-/// What a batch did, for metrics, logs and the DLQ.
+/// What a batch did, for metrics, logs and the DLQ, and what to commit.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct BatchOutcome {
     /// Fresh events applied (including business duplicates).
@@ -67,6 +51,10 @@ pub struct BatchOutcome {
     pub same_record_duplicates: Vec<DateTime<Utc>>,
     /// Records parked by an earlier try or delivery at their position.
     pub parked_before: Vec<ParkedRow>,
+    /// Per partition, the offset to commit to Kafka: the batch's next
+    /// offsets, given only once its database transaction committed (none
+    /// for a replay, which moves no position).
+    pub to_commit: BTreeMap<PartitionKey, i64>,
 }
 
 impl BatchOutcome {
@@ -82,6 +70,10 @@ impl BatchOutcome {
         self.same_record_duplicates
             .extend(other.same_record_duplicates);
         self.parked_before.extend(other.parked_before);
+        for (key, next) in other.to_commit {
+            let entry = self.to_commit.entry(key).or_insert(next);
+            *entry = (*entry).max(next);
+        }
     }
 
     /// The outcome of a batch whose earlier try may have committed with its
@@ -100,44 +92,79 @@ impl BatchOutcome {
     }
 }
 
-impl Inbox {
-    /// Applies the batch; when the database refuses it for a non-transient
+/// Writes batches: one statement each, on connections it keeps between
+/// them. Shared by concurrent batches (of distinct partitions): each takes
+/// its own connection.
+#[derive(Debug)]
+pub struct BatchWriter {
+    pool: DbPool,
+    /// The ledger's `consumer`: stable across pods and restarts, so a replay
+    /// under a new group id is still recognised.
+    consumer: String,
+    /// Whether parked records are copied to a DLQ topic: their rows then
+    /// owe a copy until it is sent (`inbox_parked.dlq_sent_at`).
+    dlq_copies: bool,
+    /// Connections kept out of the pool between batches: sqlx checks a
+    /// connection returned to its pool with a round trip (a Sync), which
+    /// would double the cost of a batch. A batch takes one (or a new one
+    /// from the pool) and puts it back unless the database failed on it.
+    idle: Mutex<Vec<PoolConnection<Postgres>>>,
+}
+
+impl BatchWriter {
+    pub fn new(pool: DbPool, consumer: String, dlq_copies: bool) -> Self {
+        BatchWriter {
+            pool,
+            consumer,
+            dlq_copies,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Applies the batch exactly once, its positions checked against
+    /// `guard`'s; when the database refuses it for a non-transient
     /// reason, splits it in halves (in order) until the refused records are
     /// isolated, and parks each of those as `db_rejected`. A batch the
     /// statement asks to split is applied in two parts; one that raced a
     /// concurrent batch is applied again. A failure after some parts
     /// committed is `PartlyApplied`, so that the retry counts what they did
     /// (a database that went back is said as such: its batches are read
-    /// again from the database's position).
-    pub(super) async fn apply_isolating(
+    /// again from the database's position). The outcome carries the
+    /// batch's offsets to commit.
+    pub async fn apply(
         &self,
-        batch: &[Classified],
+        batch: &Batch,
+        guard: &PositionGuard,
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
         let mut committed = false;
-        self.apply_parts(batch, trace_id, &mut committed)
+        let mut outcome = self
+            .apply_parts(batch.whole(), guard, trace_id, &mut committed)
             .await
             .map_err(|error| match error {
                 StoreError::PositionBehind(_) => error,
                 error if committed => StoreError::PartlyApplied(Box::new(error)),
                 error => error,
-            })
+            })?;
+        outcome.to_commit = batch.next_offsets().clone();
+        Ok(outcome)
     }
 
-    /// [`Inbox::apply_isolating`]'s parts; `committed` turns true once one
-    /// of them committed.
+    /// [`BatchWriter::apply`]'s parts; `committed` turns true once one of
+    /// them committed.
     async fn apply_parts(
         &self,
-        batch: &[Classified],
+        batch: Part<'_>,
+        guard: &PositionGuard,
         trace_id: Option<&str>,
         committed: &mut bool,
     ) -> Result<BatchOutcome, StoreError> {
         let mut outcome = BatchOutcome::default();
         let mut races = 0;
-        // Work list of slices still to apply, in offset order.
-        let mut pending: Vec<&[Classified]> = vec![batch];
+        // Work list of parts still to apply, in offset order.
+        let mut pending: Vec<Part<'_>> = vec![batch];
         while let Some(part) = pending.pop() {
-            match self.apply_once(part, trace_id).await {
+            match self.apply_once(&part, guard, trace_id).await {
                 Ok(done) => {
                     *committed = true;
                     outcome.absorb(done);
@@ -159,10 +186,10 @@ impl Inbox {
                     pending.push(first);
                 }
                 Err(StoreError::Rejected { sqlstate, message }) => {
-                    if part.len() == 1 {
-                        let rejected = reject(&part[0], &sqlstate, &message);
+                    if let [item] = part.items() {
+                        let rejected = reject(item, &sqlstate, &message);
                         match self
-                            .apply_once(std::slice::from_ref(&rejected), trace_id)
+                            .apply_once(&Part::of(std::slice::from_ref(&rejected)), guard, trace_id)
                             .await
                         {
                             Ok(done) => {
@@ -176,10 +203,14 @@ impl Inbox {
                             Err(StoreError::Rejected {
                                 sqlstate: refused, ..
                             }) => {
-                                let minimal = reject_bare(&part[0], &sqlstate, &message, &refused);
+                                let minimal = reject_bare(item, &sqlstate, &message, &refused);
                                 outcome.absorb(
-                                    self.apply_once(std::slice::from_ref(&minimal), trace_id)
-                                        .await?,
+                                    self.apply_once(
+                                        &Part::of(std::slice::from_ref(&minimal)),
+                                        guard,
+                                        trace_id,
+                                    )
+                                    .await?,
                                 );
                                 *committed = true;
                             }
@@ -197,24 +228,28 @@ impl Inbox {
         Ok(outcome)
     }
 
-    /// The whole batch in one statement, its own transaction: one round
-    /// trip. It also moves the batch's partitions' positions.
+    /// The part in one statement, its own transaction: one round trip. It
+    /// also moves the part's partitions' positions.
     async fn apply_once(
         &self,
-        batch: &[Classified],
+        part: &Part<'_>,
+        guard: &PositionGuard,
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
-        let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
+        let positions = part.next_offsets();
         let idle = self.idle.lock().expect("idle lock").pop();
         let mut connection = match idle {
             Some(connection) => connection,
             None => {
-                self.answered(async { Ok(self.pool.acquire().await?) })
+                self.pool
+                    .answered(async { Ok(self.pool.acquire().await?) })
                     .await?
             }
         };
+        let partitions = partition_arguments(positions, guard);
         let result = self
-            .answered(self.apply_alone(&mut connection, batch, &positions, trace_id))
+            .pool
+            .answered(self.apply_alone(&mut connection, part.items(), partitions, trace_id))
             .await;
         if matches!(
             result,
@@ -230,14 +265,12 @@ impl Inbox {
         }
         let result = match result {
             Ok(outcome) => {
-                let mut written = self.written.lock().expect("written lock");
-                for (key, next) in &positions {
-                    let entry = written.entry(key.clone()).or_insert(*next);
-                    *entry = (*entry).max(*next);
-                }
+                guard.wrote(positions);
                 Ok(outcome)
             }
-            Err(StoreError::PositionBehind(_)) => self.positions_behind(&positions).await,
+            Err(StoreError::PositionBehind(_)) => Err(guard
+                .refused_behind(positions.keys().cloned().collect())
+                .await),
             Err(other) => Err(other),
         };
         // After a refused statement the connection is as good as before;
@@ -256,63 +289,6 @@ impl Inbox {
         result
     }
 
-    /// After the statement refused a batch for positions behind this
-    /// inbox's: which partitions, and where the database is. They are
-    /// forgotten as written, so that the batches read again from there go.
-    async fn positions_behind(
-        &self,
-        positions: &BTreeMap<PartitionKey, i64>,
-    ) -> Result<BatchOutcome, StoreError> {
-        let keys: Vec<PartitionKey> = positions.keys().cloned().collect();
-        let behind = self.gone_back(&keys).await?;
-        if behind.positions.is_empty() {
-            // Moved forward since (another member): simply try again.
-            return Err(StoreError::Transient {
-                reason: "position_behind",
-                message: "the database's position moved while it was checked".into(),
-            });
-        }
-        Err(StoreError::PositionBehind(behind))
-    }
-
-    /// The partitions among `keys` to read again from the database's
-    /// position: behind the one this inbox wrote or read at their
-    /// assignment (the database went back: restored, or failed over to a
-    /// replica that lacked the last commits), or set by an operator to
-    /// another than that (backwards or forwards), with the database's
-    /// position (`None`: it has none). They are expected at the database's
-    /// position from now on.
-    /// The database is asked even when no position is expected yet: the
-    /// answer also says that it answers.
-    pub async fn gone_back(&self, keys: &[PartitionKey]) -> Result<Behind, StoreError> {
-        let mut behind = Behind::default();
-        let topic_ids = self.topic_ids.lock().expect("topic ids lock").clone();
-        let stored = self
-            .answered(super::positions::read(
-                &self.pool,
-                &self.consumer,
-                keys,
-                &topic_ids,
-            ))
-            .await?;
-        let mut written = self.written.lock().expect("written lock");
-        for key in keys.iter().cloned() {
-            let database = stored.get(&key).copied();
-            let mine = written.get(&key).copied();
-            let position = database.map(|d| d.next_offset);
-            let gone_back = mine.is_some_and(|mine| position.is_none_or(|d| d < mine));
-            let set_by_operator = database.is_some_and(|d| d.by_operator) && position != mine;
-            if gone_back || set_by_operator {
-                behind.positions.insert(key.clone(), database);
-                match position {
-                    Some(d) => written.insert(key, d),
-                    None => written.remove(&key),
-                };
-            }
-        }
-        Ok(behind)
-    }
-
     /// The batch statement as its own transaction: implicit, one round trip
     /// (directly, or through a session pooler); through a transaction
     /// pooler an explicit one, begun with the session's limits, in which the
@@ -320,56 +296,43 @@ impl Inbox {
     async fn apply_alone(
         &self,
         connection: &mut sqlx::PgConnection,
-        batch: &[Classified],
-        positions: &BTreeMap<PartitionKey, i64>,
+        items: &[Classified],
+        partitions: Vec<PartitionArgument<'_>>,
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
+        let statement = self.statement();
         if self.pool.prepares() {
-            return self.apply_in(connection, batch, positions, trace_id).await;
+            return statement.run(connection, items, partitions, trace_id).await;
         }
         let mut transaction = self.pool.begin_on(connection).await?;
-        let outcome = self
-            .apply_in(&mut transaction, batch, positions, trace_id)
+        let outcome = statement
+            .run(&mut transaction, items, partitions, trace_id)
             .await?;
         transaction.commit().await?;
         Ok(outcome)
     }
 
-    /// The batch statement, on the given connection: its own transaction
-    /// when the connection has none open (the consumer's case: one round
-    /// trip), or part of the caller's (a replay). `positions` are the next
-    /// offsets the batch moves `inbox_position` to, per partition;
-    /// `trace_id` goes on the rows it parks.
-    pub(super) async fn apply_in(
-        &self,
-        connection: &mut sqlx::PgConnection,
-        batch: &[Classified],
-        positions: &BTreeMap<PartitionKey, i64>,
-        trace_id: Option<&str>,
-    ) -> Result<BatchOutcome, StoreError> {
-        let arguments = self.arguments(batch, positions);
-        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
-        // sends only after the implicit transaction committed: a commit that
-        // fails is an error here, never a batch reported as applied.
-        let applied: Applied = self
-            .batch_query(APPLY_BATCH, &arguments, trace_id)
-            .fetch_one(connection)
-            .await
-            .and_then(|row| Applied::from_row(&row))?;
-        batch_outcome(batch, applied, trace_id)
+    /// The batch statement as this writer runs it.
+    fn statement(&self) -> Statement<'_> {
+        Statement {
+            consumer: &self.consumer,
+            dlq_copies: self.dlq_copies,
+            prepares: self.pool.prepares(),
+        }
     }
 
-    /// Applies `records` as one batch the way `apply` does, under `EXPLAIN
-    /// (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)`, and returns the plan with
-    /// the time of each node (`inbox-loadgen profile`, docs/benchmarks.md).
-    /// `generic`: the plan the service runs (prepared once per connection,
-    /// one plan for every batch), else one planned for this batch's values.
-    /// The batch is applied and committed as by `apply`; the positions it
-    /// wrote are not remembered (the next batch is not checked against
-    /// them).
+    /// Applies `batch` as one statement the way `apply` does, under
+    /// `EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)`, and returns the
+    /// plan with the time of each node (`inbox-loadgen profile`,
+    /// docs/benchmarks.md). `generic`: the plan the service runs (prepared
+    /// once per connection, one plan for every batch), else one planned for
+    /// this batch's values. The batch is applied and committed as by
+    /// `apply`; the positions it wrote are not remembered (the next batch
+    /// is not checked against them).
     pub async fn explain(
         &self,
-        records: &[crate::batch::InboundRecord],
+        batch: &Batch,
+        guard: &PositionGuard,
         generic: bool,
     ) -> Result<serde_json::Value, StoreError> {
         const EXPLAIN: &str = "EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)";
@@ -378,10 +341,9 @@ impl Inbox {
             "SELECT format('EXECUTE inbox_explained_batch(%L, %L, %L, %L, %L, %L)', \
              $1::text, $2::inbox_batch_record[], $3::inbox_batch_line[], \
              $4::inbox_batch_partition[], $5::text, $6::boolean)";
-        let window = self.refresh_window().await?;
-        let batch = batch::classify(records.to_vec(), &window);
-        let positions = batch::next_offsets(batch.iter().map(|c| &c.record));
-        let arguments = self.arguments(&batch, &positions);
+        let partitions = partition_arguments(batch.next_offsets(), guard);
+        let arguments = Arguments::new(batch.items(), partitions);
+        let statement = self.statement();
         let mut connection = self.pool.acquire().await?;
         let row = if generic {
             let prepared: i64 =
@@ -399,8 +361,8 @@ impl Inbox {
             }
             // EXECUTE takes no parameters of its own: the arguments go in as
             // literals, which the database writes.
-            let execute: String = self
-                .batch_query(EXECUTE_WITH_LITERALS, &arguments, None)
+            let execute: String = statement
+                .query(EXECUTE_WITH_LITERALS, &arguments, None)
                 .fetch_one(&mut *connection)
                 .await?
                 .try_get(0)?;
@@ -408,52 +370,62 @@ impl Inbox {
                 .fetch_one(&mut *connection)
                 .await?
         } else {
-            self.batch_query(&format!("{EXPLAIN} {APPLY_BATCH}"), &arguments, None)
+            statement
+                .query(&format!("{EXPLAIN} {APPLY_BATCH}"), &arguments, None)
                 .fetch_one(&mut *connection)
                 .await?
         };
         Ok(row.try_get(0)?)
     }
+}
 
-    /// The statement's arguments for `batch`, whose partitions move to
-    /// `positions`: each checked against the position this inbox last read
-    /// or wrote, and written with its topic's id.
-    fn arguments<'a>(
+/// The batch statement as one consumer runs it: its arguments other than
+/// the batch's own.
+pub(super) struct Statement<'a> {
+    /// The ledger's consumer ($1).
+    pub consumer: &'a str,
+    /// Whether the rows it parks owe a DLQ copy ($6).
+    pub dlq_copies: bool,
+    /// Prepared once per connection (not through a transaction pooler).
+    pub prepares: bool,
+}
+
+impl Statement<'_> {
+    /// The batch statement on the given connection: its own transaction
+    /// when the connection has none open (the consumer's case: one round
+    /// trip), or part of the caller's (a replay). `partitions` are those
+    /// whose positions it moves (none for a replay); `trace_id` goes on the
+    /// rows it parks.
+    pub(super) async fn run(
         &self,
-        batch: &'a [Classified],
-        positions: &'a BTreeMap<PartitionKey, i64>,
-    ) -> Arguments<'a> {
-        let written = self.written.lock().expect("written lock");
-        let topic_ids = self.topic_ids.lock().expect("topic ids lock");
-        let partitions = positions
-            .iter()
-            .map(|(key, next)| PartitionArgument {
-                topic: &key.0,
-                kafka_partition: key.1,
-                next_offset: *next,
-                expected: written.get(key).copied(),
-                topic_id: topic_ids.get(&key.0).copied(),
-            })
-            .collect();
-        let (records, lines) = record_arguments(batch);
-        Arguments {
-            records,
-            lines,
-            partitions,
-        }
+        connection: &mut sqlx::PgConnection,
+        items: &[Classified],
+        partitions: Vec<PartitionArgument<'_>>,
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let arguments = Arguments::new(items, partitions);
+        // fetch_one reads the response up to ReadyForQuery, which PostgreSQL
+        // sends only after the implicit transaction committed: a commit that
+        // fails is an error here, never a batch reported as applied.
+        let applied: Applied = self
+            .query(APPLY_BATCH, &arguments, trace_id)
+            .fetch_one(connection)
+            .await
+            .and_then(|row| Applied::from_row(&row))?;
+        batch_outcome(items, applied, trace_id)
     }
 
     /// `sql` (the batch statement, or it explained) with the batch's
     /// arguments bound, as `sql/apply_batch.sql`'s header names them.
-    fn batch_query<'q>(
+    fn query<'q>(
         &'q self,
         sql: &'q str,
         arguments: &'q Arguments<'q>,
         trace_id: Option<&'q str>,
     ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
         sqlx::query(sql)
-            .persistent(self.pool.prepares())
-            .bind(&self.consumer)
+            .persistent(self.prepares)
+            .bind(self.consumer)
             .bind(&arguments.records)
             .bind(&arguments.lines)
             .bind(&arguments.partitions)
@@ -462,11 +434,42 @@ impl Inbox {
     }
 }
 
+/// The partitions a statement moves to `positions`: each checked against
+/// the position `guard` last read or wrote, and written with its topic's
+/// id.
+fn partition_arguments<'a>(
+    positions: &'a BTreeMap<PartitionKey, i64>,
+    guard: &PositionGuard,
+) -> Vec<PartitionArgument<'a>> {
+    positions
+        .iter()
+        .zip(guard.expectations(positions.keys()))
+        .map(|((key, next), expected)| PartitionArgument {
+            topic: &key.0,
+            kafka_partition: key.1,
+            next_offset: *next,
+            expected: expected.position,
+            topic_id: expected.topic_id,
+        })
+        .collect()
+}
+
 /// The batch statement's arguments ($2 to $4 of `sql/apply_batch.sql`).
 struct Arguments<'a> {
     records: Vec<RecordArgument<'a>>,
     lines: Vec<LineArgument<'a>>,
     partitions: Vec<PartitionArgument<'a>>,
+}
+
+impl<'a> Arguments<'a> {
+    fn new(items: &'a [Classified], partitions: Vec<PartitionArgument<'a>>) -> Self {
+        let (records, lines) = record_arguments(items);
+        Arguments {
+            records,
+            lines,
+            partitions,
+        }
+    }
 }
 
 /// The composite type of the database that an argument struct encodes as,
@@ -534,7 +537,7 @@ struct LineArgument<'a> {
 
 /// A partition the batch moves (`inbox_batch_partition`).
 #[derive(sqlx::Encode)]
-struct PartitionArgument<'a> {
+pub(super) struct PartitionArgument<'a> {
     topic: &'a str,
     kafka_partition: i32,
     next_offset: i64,
@@ -578,8 +581,13 @@ fn record_arguments(batch: &[Classified]) -> (Vec<RecordArgument<'_>>, Vec<LineA
             headers: parked::headers_json(&record.headers),
             record_key: bounded(&record.key),
         };
-        match &item.disposition {
-            Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
+        match item.verdict() {
+            Err(rejection) => {
+                argument.message_id = rejection.message_id;
+                argument.reason = Some(rejection.reason.as_str());
+                argument.error = Some(parked::storable_text(&rejection.detail));
+            }
+            Ok(order) => {
                 // A repeat of an id only earlier in the statement: a record
                 // whose id came in an earlier part of a split batch is
                 // judged by the ledger, as a candidate.
@@ -609,11 +617,6 @@ fn record_arguments(batch: &[Classified]) -> (Vec<RecordArgument<'_>>, Vec<LineA
                 argument.fingerprint = Some(order.fingerprint);
                 argument.byte_hash = Some(record.payload_hash());
                 argument.first_ord = first;
-            }
-            Disposition::Parked(rejection) => {
-                argument.message_id = rejection.message_id;
-                argument.reason = Some(rejection.reason.as_str());
-                argument.error = Some(parked::storable_text(&rejection.detail));
             }
         }
         records.push(argument);
@@ -667,12 +670,7 @@ fn batch_outcome(
         lines_rejected: applied.lines_rejected as u64,
         ..BatchOutcome::default()
     };
-    let event_time = |ord: i64| match &item(ord).disposition {
-        Disposition::Candidate(order) | Disposition::RepeatInBatch(order) => {
-            Some(order.occurred_at)
-        }
-        Disposition::Parked(_) => None,
-    };
+    let event_time = |ord: i64| item(ord).event().map(|order| order.occurred_at);
     outcome.fresh_event_times = applied.fresh.into_iter().filter_map(event_time).collect();
     outcome.same_record_duplicates = applied
         .same_record_duplicates
@@ -729,6 +727,7 @@ fn reject_bare(item: &Classified, sqlstate: &str, message: &str, refused: &str) 
 fn reject(item: &Classified, sqlstate: &str, message: &str) -> Classified {
     Classified {
         record: item.record.clone(),
+        decoded: item.decoded.clone(),
         disposition: Disposition::Parked(event::Rejection {
             reason: ParkReason::DbRejected,
             detail: format!("SQLSTATE {sqlstate}: {message}"),

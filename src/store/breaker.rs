@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::FromRow;
 
-use super::{DbPool, Inbox, StoreError};
+use super::{DbPool, StoreError};
 
 const OPEN: &str = include_str!("../../sql/breaker_open.sql");
 const STATE: &str = include_str!("../../sql/breaker_state.sql");
@@ -27,21 +27,14 @@ impl BreakerState {
     }
 }
 
-impl Inbox {
-    /// The breaker opens for this consumer, for `reason`.
-    pub async fn open_breaker(&self, reason: &str) -> Result<(), StoreError> {
-        sqlx::query(OPEN)
-            .bind(&self.consumer)
-            .bind(reason)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// The breaker of this consumer, if it was ever opened.
-    pub async fn breaker(&self) -> Result<Option<BreakerState>, StoreError> {
-        breaker(&self.pool, &self.consumer).await
-    }
+/// The breaker opens for `consumer`, for `reason`.
+pub async fn open_breaker(pool: &DbPool, consumer: &str, reason: &str) -> Result<(), StoreError> {
+    sqlx::query(OPEN)
+        .bind(consumer)
+        .bind(reason)
+        .execute(pool)
+        .await?;
+    Ok(())
 }
 
 /// The breaker of `consumer`, if it was ever opened.

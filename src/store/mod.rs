@@ -18,11 +18,20 @@
 //! Layout:
 //! - `schema`: the pool, migrations, the schema check, maintenance.
 //! - `pooler`: how statements travel, directly or through a pooler
-//!   (PgBouncer in session or transaction mode).
-//! - `apply`: the batch statement, its bind arrays and outcome, bisection.
-//! - `replay`: listing and replaying parked records.
-//! - `dlq`: the DLQ copies the parked rows still owe.
-//! - `breaker`: the poison breaker's state, shared by every member.
+//!   (PgBouncer in session or transaction mode), and how long they wait
+//!   for an answer.
+//! - `apply`: the batch writer: the batch statement, its arguments and
+//!   outcome, bisection, the connections kept between batches.
+//! - `position_guard`: the positions this member expects the database at.
+//! - `window_cache`: the dedup window as last read.
+//! - `round_trips`: the distance to the database.
+//! - `positions`: positions read, listed and set (functions over the pool).
+//! - `replay`: listing and replaying parked records (functions over the
+//!   pool).
+//! - `dlq`: the DLQ copies the parked rows still owe (functions over the
+//!   pool).
+//! - `breaker`: the poison breaker's state, shared by every member
+//!   (functions over the pool).
 //! - `filter`: the filters of the ledger's closed days, built by maintenance.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
@@ -32,124 +41,76 @@ mod dlq;
 mod error;
 mod filter;
 mod pooler;
+pub mod position_guard;
 pub mod positions;
 mod replay;
+mod round_trips;
 mod schema;
+mod window_cache;
 
-pub use apply::{BatchOutcome, Behind};
-pub use breaker::{breaker, resume_breaker, BreakerState};
+pub use apply::{BatchOutcome, BatchWriter};
+pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
+pub use dlq::{copies_owed, copies_sent};
 pub use error::{StoreError, RETRY_REASONS};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
 pub use pooler::{DbPool, Pooler};
-pub use replay::{ParkedCount, ParkedEntry, ReplayOutcome};
+pub use position_guard::{Behind, PositionGuard};
+pub use replay::{
+    count_parked, list_parked, replay, replay_candidates, ParkedCount, ParkedEntry, ReplayOutcome,
+};
+pub use round_trips::RoundTrips;
 pub use schema::{
     check_schema, compact, connect, connect_lazy, load_window, maintain, migrate, register_codes,
     retention, CompactReport, Connection, MaintainReport, Retention, PREMAKE_DAYS,
 };
+pub use window_cache::WindowCache;
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use sqlx::pool::PoolConnection;
-use sqlx::Postgres;
-use uuid::Uuid;
-
-use crate::batch::{self, InboundRecord, PartitionKey};
+use crate::batch::{Batch, InboundRecord};
 use crate::window::DedupWindow;
 
-/// How often the dedup window is re-read even when nothing failed.
-const WINDOW_REFRESH: Duration = Duration::from_secs(60);
-
-/// How long a statement waits for the database's answer, unless told
-/// otherwise ([`Inbox::answer_within`]).
-const DEFAULT_ANSWER_WITHIN: Duration = Duration::from_secs(35);
-
-/// Timed round trips kept to estimate the distance to the database.
-const ROUND_TRIP_SAMPLES: usize = 5;
-
-/// The inbox of one logical consumer: applies batches exactly once. Shared
-/// by concurrent batches (of distinct partitions): each takes its own
-/// connection from the pool.
+/// The store of one logical consumer, as the consumer loop uses it: the
+/// parts a batch goes through, each owning one thing. It owns nothing
+/// itself; [`Inbox::apply`] only takes a batch through them (the window it
+/// is judged against, the writer, the positions it is checked against).
+/// Shared by concurrent batches (of distinct partitions).
 pub struct Inbox {
+    /// The pool, for the functions over it (replay, breaker, DLQ copies,
+    /// positions).
     pool: DbPool,
     /// The ledger's `consumer`: stable across pods and restarts, so a replay
     /// under a new group id is still recognised.
     consumer: String,
-    /// The dedup window and when it was read.
-    window: Mutex<(DedupWindow, Option<Instant>)>,
-    /// Connections kept out of the pool between batches: sqlx checks a
-    /// connection returned to its pool with a round trip (a Sync), which
-    /// would double the cost of a batch. A batch takes one (or a new one
-    /// from the pool) and puts it back unless the database failed on it.
-    idle: Mutex<Vec<PoolConnection<Postgres>>>,
-    /// The last few timed window reads, for [`Inbox::round_trip`].
-    round_trips: Mutex<Vec<Duration>>,
-    /// The position this inbox last wrote per partition, or read when the
-    /// partition was assigned: a database whose position is behind it went
-    /// back, and the batch statement refuses to go on there
-    /// (`PositionBehind`). Seeded at assignment, so that a database restored
-    /// under a consumer that has not written yet is caught too.
-    written: Mutex<BTreeMap<PartitionKey, i64>>,
-    /// Kafka's id of each topic, as read at the last assignment: the
-    /// positions written carry it (see `inbox_position.topic_id`).
-    topic_ids: Mutex<BTreeMap<String, Uuid>>,
-    /// The longest any statement waits for the database's answer: a
-    /// database that stops answering (packets swallowed, no reset) would
-    /// otherwise hold a batch, and a shutdown, for as long as the kernel
-    /// keeps the connection.
-    answer_within: Duration,
-    /// Whether parked records are copied to a DLQ topic: their rows then
-    /// owe a copy until it is sent (`inbox_parked.dlq_sent_at`).
-    dlq_copies: bool,
+    /// The dedup window batches are classified and applied against.
+    window: WindowCache,
+    /// The round trips timed at each read of the window.
+    round_trips: RoundTrips,
+    /// The positions the database must not go behind.
+    positions: PositionGuard,
+    /// The batch statement and the connections it keeps.
+    writer: BatchWriter,
 }
 
 impl Inbox {
+    /// The parts of `consumer`'s store on `pool` (whose deadline for an
+    /// answer, [`DbPool::answer_within`], each statement keeps).
     pub fn new(pool: DbPool, consumer: String) -> Self {
         Inbox {
+            window: WindowCache::default(),
+            round_trips: RoundTrips::default(),
+            positions: PositionGuard::new(pool.clone(), consumer.clone()),
+            writer: BatchWriter::new(pool.clone(), consumer.clone(), false),
             pool,
             consumer,
-            window: Mutex::new((DedupWindow::default(), None)),
-            idle: Mutex::new(Vec::new()),
-            round_trips: Mutex::new(Vec::new()),
-            written: Mutex::new(BTreeMap::new()),
-            topic_ids: Mutex::new(BTreeMap::new()),
-            answer_within: DEFAULT_ANSWER_WITHIN,
-            dlq_copies: false,
         }
     }
 
     /// Parked records are copied to a DLQ topic: each parked row owes its
-    /// copy until [`Inbox::copies_sent`] marks it.
+    /// copy until [`copies_sent`] marks it.
     pub fn with_dlq_copies(mut self, copies: bool) -> Self {
-        self.dlq_copies = copies;
+        self.writer = BatchWriter::new(self.pool.clone(), self.consumer.clone(), copies);
         self
-    }
-
-    /// The longest a statement waits for the database's answer before it is
-    /// given up as a transient failure (`database_timeout`): somewhat more
-    /// than the server's own `statement_timeout`, which ends a statement
-    /// that runs too long, while this ends one whose answer never comes.
-    pub fn answer_within(mut self, deadline: Duration) -> Self {
-        self.answer_within = deadline;
-        self
-    }
-
-    /// `work` against the database, given up after [`Inbox::answer_within`].
-    pub(crate) async fn answered<T>(
-        &self,
-        work: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.answer_within, work).await {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Transient {
-                reason: "database_timeout",
-                message: format!(
-                    "no answer from the database within {:?}",
-                    self.answer_within
-                ),
-            }),
-        }
     }
 
     pub fn pool(&self) -> &DbPool {
@@ -161,69 +122,49 @@ impl Inbox {
         &self.consumer
     }
 
-    /// Kafka's id of the topic as read at its last assignment.
-    pub fn topic_id(&self, topic: &str) -> Option<Uuid> {
-        self.topic_ids
-            .lock()
-            .expect("topic ids lock")
-            .get(topic)
-            .copied()
+    /// The positions this member expects the database at.
+    pub fn positions(&self) -> &PositionGuard {
+        &self.positions
     }
 
-    /// Partitions assigned to this member, and the database's positions of
-    /// them as read then (absent: it has none): what the database must not
-    /// go behind from now on.
-    /// `topic_ids` are Kafka's ids of their topics, which the positions this
-    /// inbox writes carry from now on.
-    pub fn expect_positions(
-        &self,
-        assigned: &[PartitionKey],
-        positions: &BTreeMap<PartitionKey, i64>,
-        topic_ids: &BTreeMap<String, Uuid>,
-    ) {
-        self.topic_ids
-            .lock()
-            .expect("topic ids lock")
-            .extend(topic_ids.iter().map(|(topic, id)| (topic.clone(), *id)));
-        let mut written = self.written.lock().expect("written lock");
-        for key in assigned {
-            match positions.get(key) {
-                Some(position) => written.insert(key.clone(), *position),
-                None => written.remove(key),
-            };
-        }
+    /// A batch of `records` (in poll order) classified once, against the
+    /// window as last read: [`Inbox::apply`] judges it again (without a
+    /// second parse) only if the window changed since.
+    pub fn classify(&self, records: Vec<InboundRecord>) -> Batch {
+        Batch::classify(records, &self.window.latest())
     }
 
-    /// Applies a batch of records (in poll order) exactly once. On `Err`
-    /// nothing of the batch is committed that was not committed before, and
-    /// retrying it is always safe.
+    /// Applies a batch exactly once. On `Err` nothing of the batch is
+    /// committed that was not committed before, and applying the same batch
+    /// again is always safe. The outcome says what to commit to Kafka.
     /// `trace_id`, the batch span's, is kept on the rows it parks.
     pub async fn apply(
         &self,
-        records: &[InboundRecord],
+        batch: &Batch,
         trace_id: Option<&str>,
     ) -> Result<BatchOutcome, StoreError> {
-        let window = match self.current_window() {
+        let window = match self.window.as_of(Instant::now()) {
             Some(window) => window,
             None => self.refresh_window().await?,
         };
-        let batch = batch::classify(records.to_vec(), &window);
-        match self.apply_isolating(&batch, trace_id).await {
+        let judged = batch.in_window(&window);
+        match self.writer.apply(&judged, &self.positions, trace_id).await {
             // A partition dropped since the window was read: re-read it, so
             // the records of that day are parked instead of failing again
             // (what parts of the batch committed before is counted).
             Err(StoreError::MissingPartition { .. }) => {
                 let window = self.refresh_window().await?;
-                let batch = batch::classify(records.to_vec(), &window);
-                self.apply_isolating(&batch, trace_id).await
+                self.writer
+                    .apply(&batch.in_window(&window), &self.positions, trace_id)
+                    .await
             }
             Err(StoreError::PartlyApplied(error))
                 if matches!(*error, StoreError::MissingPartition { .. }) =>
             {
                 let window = self.refresh_window().await?;
-                let batch = batch::classify(records.to_vec(), &window);
                 Ok(self
-                    .apply_isolating(&batch, trace_id)
+                    .writer
+                    .apply(&batch.in_window(&window), &self.positions, trace_id)
                     .await?
                     .after_lost_answer())
             }
@@ -231,64 +172,31 @@ impl Inbox {
         }
     }
 
-    /// The window, unless it is older than the refresh period.
-    fn current_window(&self) -> Option<DedupWindow> {
-        self.window_as_of(Instant::now())
-    }
-
-    /// The window as of `now`, unless it was read more than the refresh
-    /// period before.
-    fn window_as_of(&self, now: Instant) -> Option<DedupWindow> {
-        let guard = self.window.lock().expect("window lock");
-        match guard.1 {
-            Some(read) if now.saturating_duration_since(read) <= WINDOW_REFRESH => {
-                Some(guard.0.clone())
-            }
-            _ => None,
-        }
-    }
-
-    /// Re-reads the dedup window from the database.
+    /// Re-reads the dedup window from the database, and times the round
+    /// trip to it.
     pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
-        let window = self.answered(load_window(&self.pool)).await?;
-        *self.window.lock().expect("window lock") = (window.clone(), Some(Instant::now()));
-        self.answered(self.time_round_trip()).await?;
+        let window = self.pool.answered(load_window(&self.pool)).await?;
+        self.window.read_now(window.clone());
+        self.pool
+            .answered(self.round_trips.time(&self.pool))
+            .await?;
         Ok(window)
     }
 
-    /// Times a statement that costs the database nothing (on a connection
-    /// where it is prepared already, or in the simple protocol through a
-    /// transaction pooler): its time is the round trip.
-    async fn time_round_trip(&self) -> Result<(), StoreError> {
-        let mut connection = self.pool.acquire().await?;
-        let mut took = Duration::MAX;
-        for _ in 0..2 {
-            let asked = Instant::now();
-            if self.pool.prepares() {
-                sqlx::query("SELECT 1").execute(&mut *connection).await?;
-            } else {
-                sqlx::Executor::execute(&mut *connection, "SELECT 1").await?;
-            }
-            took = asked.elapsed();
-        }
-        tracing::debug!(round_trip_ms = took.as_secs_f64() * 1e3, "round trip timed");
-        let mut trips = self.round_trips.lock().expect("round trips lock");
-        if trips.len() == ROUND_TRIP_SAMPLES {
-            trips.remove(0);
-        }
-        trips.push(took);
-        Ok(())
+    /// The round trip to the database: the shortest of the last few timed.
+    pub fn round_trip(&self) -> Option<std::time::Duration> {
+        self.round_trips.shortest()
     }
 
-    /// The round trip to the database: the shortest of the last few timed
-    /// (the shortest, so that one slow answer does not count).
-    pub fn round_trip(&self) -> Option<Duration> {
-        self.round_trips
-            .lock()
-            .expect("round trips lock")
-            .iter()
-            .min()
-            .copied()
+    /// Applies `records` as one batch under `EXPLAIN` ([`BatchWriter::explain`]).
+    pub async fn explain(
+        &self,
+        records: &[InboundRecord],
+        generic: bool,
+    ) -> Result<serde_json::Value, StoreError> {
+        let window = self.refresh_window().await?;
+        let batch = Batch::classify(records.to_vec(), &window);
+        self.writer.explain(&batch, &self.positions, generic).await
     }
 }
 

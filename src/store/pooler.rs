@@ -92,6 +92,10 @@ impl Limits {
 /// and [`DbPool::why_no_connection`]'s attempt).
 const CONNECT_ATTEMPT: Duration = Duration::from_secs(2);
 
+/// How long a statement waits for the database's answer, unless told
+/// otherwise ([`DbPool::answer_within`]).
+const DEFAULT_ANSWER_WITHIN: Duration = Duration::from_secs(35);
+
 /// The pool of connections to the inventory database, and how statements
 /// travel to it (see the module). Run statements on `&DbPool` as on a
 /// `&PgPool`; take connections and transactions from it, never around it.
@@ -106,6 +110,11 @@ pub struct DbPool {
     /// pooling (none otherwise: the start-up packet carries them directly,
     /// and `begin` in transaction pooling).
     session_set: Option<String>,
+    /// The longest [`DbPool::answered`] waits for the database's answer: a
+    /// database that stops answering (packets swallowed, no reset) would
+    /// otherwise hold a batch, and a shutdown, for as long as the kernel
+    /// keeps the connection.
+    answer_within: Duration,
 }
 
 impl DbPool {
@@ -143,6 +152,35 @@ impl DbPool {
             pooler,
             begin,
             session_set,
+            answer_within: DEFAULT_ANSWER_WITHIN,
+        }
+    }
+
+    /// The longest a statement run through [`DbPool::answered`] waits for
+    /// the database's answer before it is given up as a transient failure
+    /// (`database_timeout`): somewhat more than the server's own
+    /// `statement_timeout`, which ends a statement that runs too long,
+    /// while this ends one whose answer never comes.
+    pub fn answer_within(mut self, deadline: Duration) -> Self {
+        self.answer_within = deadline;
+        self
+    }
+
+    /// `work` against the database, given up after
+    /// [`DbPool::answer_within`].
+    pub async fn answered<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, super::StoreError>>,
+    ) -> Result<T, super::StoreError> {
+        match tokio::time::timeout(self.answer_within, work).await {
+            Ok(result) => result,
+            Err(_) => Err(super::StoreError::Transient {
+                reason: "database_timeout",
+                message: format!(
+                    "no answer from the database within {:?}",
+                    self.answer_within
+                ),
+            }),
         }
     }
 
@@ -273,6 +311,7 @@ impl From<PgPool> for DbPool {
             pooler: Pooler::None,
             begin: "BEGIN".into(),
             session_set: None,
+            answer_within: DEFAULT_ANSWER_WITHIN,
         }
     }
 }

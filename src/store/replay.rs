@@ -1,16 +1,15 @@
 //! Parked records read back: `parked list` and `parked replay`, which runs
 //! a stored record through the batch statement again, exactly once.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::batch::{self, Disposition, InboundRecord};
+use crate::batch::{Batch, Disposition, InboundRecord};
 use crate::event::ParkReason;
 
-use super::{Inbox, StoreError};
+use super::apply::Statement;
+use super::{load_window, DbPool, StoreError};
 
 const LIST_PARKED: &str = include_str!("../../sql/list_parked.sql");
 const COUNT_PARKED: &str = include_str!("../../sql/count_parked.sql");
@@ -18,142 +17,154 @@ const LOCK_PARKED: &str = include_str!("../../sql/lock_parked.sql");
 const MARK_REPLAYED: &str = include_str!("../../sql/mark_replayed.sql");
 const REPLAY_CANDIDATES: &str = include_str!("../../sql/replay_candidates.sql");
 
-impl Inbox {
-    /// Replays one parked record through the normal path (decode, validate,
-    /// the batch transaction), in one transaction with the parked row locked:
-    /// exactly once even when replays run twice or concurrently.
-    pub async fn replay(&self, id: i64) -> Result<ReplayOutcome, StoreError> {
-        let window = self.refresh_window().await?;
-        let mut tx = self.pool.begin().await?;
-        let Some(row) = sqlx::query(LOCK_PARKED)
-            .bind(id)
-            .bind(&self.consumer)
-            .persistent(self.pool.prepares())
-            .fetch_optional(&mut *tx)
-            .await?
-        else {
-            return Ok(ReplayOutcome::NotFound);
-        };
-        let replayed_at: Option<DateTime<Utc>> = row.try_get("replayed_at")?;
-        if let Some(at) = replayed_at {
-            return Ok(ReplayOutcome::AlreadyReplayed(at));
+/// Replays one of `consumer`'s parked records through the normal path
+/// (decode, validate, the batch statement), in one transaction with the
+/// parked row locked: exactly once even when replays run twice or
+/// concurrently.
+pub async fn replay(pool: &DbPool, consumer: &str, id: i64) -> Result<ReplayOutcome, StoreError> {
+    let window = pool.answered(load_window(pool)).await?;
+    let mut tx = pool.begin().await?;
+    let Some(row) = sqlx::query(LOCK_PARKED)
+        .bind(id)
+        .bind(consumer)
+        .persistent(pool.prepares())
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(ReplayOutcome::NotFound);
+    };
+    let replayed_at: Option<DateTime<Utc>> = row.try_get("replayed_at")?;
+    if let Some(at) = replayed_at {
+        return Ok(ReplayOutcome::AlreadyReplayed(at));
+    }
+    let headers_json: String = row.try_get("headers")?;
+    let record = InboundRecord {
+        topic: row.try_get("topic")?,
+        partition: row.try_get("kafka_partition")?,
+        offset: row.try_get("kafka_offset")?,
+        timestamp: None,
+        key: None,
+        payload: row.try_get("payload")?,
+        headers: crate::parked::headers_from_json(&headers_json),
+    };
+    let batch = Batch::classify(vec![record], &window);
+    let outcome = match &batch.items()[0].disposition {
+        Disposition::Parked(rejection) => {
+            ReplayOutcome::StillParked(rejection.reason, rejection.detail.clone())
         }
-        let headers_json: String = row.try_get("headers")?;
-        let record = InboundRecord {
-            topic: row.try_get("topic")?,
-            partition: row.try_get("kafka_partition")?,
-            offset: row.try_get("kafka_offset")?,
-            timestamp: None,
-            key: None,
-            payload: row.try_get("payload")?,
-            headers: crate::parked::headers_from_json(&headers_json),
-        };
-        let batch = batch::classify(vec![record], &window);
-        let outcome = match &batch[0].disposition {
-            Disposition::Parked(rejection) => {
-                ReplayOutcome::StillParked(rejection.reason, rejection.detail.clone())
+        _ => {
+            // A replay does not move positions: the record was read long
+            // ago. Its row, if parked again, owes no DLQ copy (the
+            // operator is at it).
+            let statement = Statement {
+                consumer,
+                dlq_copies: false,
+                prepares: pool.prepares(),
+            };
+            let done = statement
+                .run(&mut tx, batch.items(), Vec::new(), None)
+                .await?;
+            // Parked again: at its own position, so the statement finds
+            // the row it replays (parked before) and says why, in its
+            // own words.
+            match done.newly_parked.iter().chain(&done.parked_before).next() {
+                Some(parked) => ReplayOutcome::StillParked(parked.reason, parked.error.clone()),
+                None if done.processed == 1 => ReplayOutcome::Applied,
+                None => ReplayOutcome::Duplicate,
             }
-            _ => {
-                // A replay does not move positions: the record was read long ago.
-                let done = self
-                    .apply_in(&mut tx, &batch, &BTreeMap::new(), None)
-                    .await?;
-                // Parked again: at its own position, so the statement finds
-                // the row it replays (parked before) and says why, in its
-                // own words.
-                match done.newly_parked.iter().chain(&done.parked_before).next() {
-                    Some(parked) => ReplayOutcome::StillParked(parked.reason, parked.error.clone()),
-                    None if done.processed == 1 => ReplayOutcome::Applied,
-                    None => ReplayOutcome::Duplicate,
-                }
-            }
-        };
-        sqlx::query(MARK_REPLAYED)
-            .bind(id)
-            .bind(outcome.to_string())
-            .bind(outcome.reached_ledger())
-            .persistent(self.pool.prepares())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(outcome)
-    }
+        }
+    };
+    sqlx::query(MARK_REPLAYED)
+        .bind(id)
+        .bind(outcome.to_string())
+        .bind(outcome.reached_ledger())
+        .persistent(pool.prepares())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
 
-    /// Ids of the parked records of one reason not replayed yet.
-    pub async fn replay_candidates(&self, reason: ParkReason) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(REPLAY_CANDIDATES)
-            .bind(&self.consumer)
-            .bind(reason.as_str())
-            .fetch_all(&self.pool)
-            .await?)
-    }
+/// Ids of `consumer`'s parked records of one reason not replayed yet.
+pub async fn replay_candidates(
+    pool: &DbPool,
+    consumer: &str,
+    reason: ParkReason,
+) -> Result<Vec<i64>, StoreError> {
+    Ok(sqlx::query_scalar(REPLAY_CANDIDATES)
+        .bind(consumer)
+        .bind(reason.as_str())
+        .fetch_all(pool)
+        .await?)
+}
 
-    /// Parked records, oldest first.
-    pub async fn list_parked(
-        &self,
-        reason: Option<ParkReason>,
-        since: Option<DateTime<Utc>>,
-        limit: i64,
-    ) -> Result<Vec<ParkedEntry>, StoreError> {
-        let rows = sqlx::query(LIST_PARKED)
-            .bind(&self.consumer)
-            .bind(reason.map(ParkReason::as_str))
-            .bind(since)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let headers: String = row.try_get("headers")?;
-                let payload: Option<Vec<u8>> = row.try_get("payload")?;
-                let key: Option<Vec<u8>> = row.try_get("record_key")?;
-                Ok(ParkedEntry {
-                    order_id: crate::parked::stored_order_id(
-                        payload.as_deref(),
-                        &headers,
-                        key.as_deref(),
-                    ),
-                    id: row.try_get("id")?,
-                    parked_at: row.try_get("parked_at")?,
-                    reason: row.try_get("reason")?,
-                    error: row.try_get("error")?,
-                    topic: row.try_get("topic")?,
-                    partition: row.try_get("kafka_partition")?,
-                    offset: row.try_get("kafka_offset")?,
-                    message_id: row.try_get("message_id")?,
-                    replayed_at: row.try_get("replayed_at")?,
-                    replay_outcome: row.try_get("replay_outcome")?,
-                    trace_id: row.try_get("trace_id")?,
-                })
+/// `consumer`'s parked records, oldest first.
+pub async fn list_parked(
+    pool: &DbPool,
+    consumer: &str,
+    reason: Option<ParkReason>,
+    since: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<ParkedEntry>, StoreError> {
+    let rows = sqlx::query(LIST_PARKED)
+        .bind(consumer)
+        .bind(reason.map(ParkReason::as_str))
+        .bind(since)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let headers: String = row.try_get("headers")?;
+            let payload: Option<Vec<u8>> = row.try_get("payload")?;
+            let key: Option<Vec<u8>> = row.try_get("record_key")?;
+            Ok(ParkedEntry {
+                order_id: crate::parked::stored_order_id(
+                    payload.as_deref(),
+                    &headers,
+                    key.as_deref(),
+                ),
+                id: row.try_get("id")?,
+                parked_at: row.try_get("parked_at")?,
+                reason: row.try_get("reason")?,
+                error: row.try_get("error")?,
+                topic: row.try_get("topic")?,
+                partition: row.try_get("kafka_partition")?,
+                offset: row.try_get("kafka_offset")?,
+                message_id: row.try_get("message_id")?,
+                replayed_at: row.try_get("replayed_at")?,
+                replay_outcome: row.try_get("replay_outcome")?,
+                trace_id: row.try_get("trace_id")?,
             })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::from)
-    }
-
-    /// How many parked records [`Inbox::list_parked`] chooses from, counted
-    /// up to `up_to`.
-    pub async fn count_parked(
-        &self,
-        reason: Option<ParkReason>,
-        since: Option<DateTime<Utc>>,
-        up_to: i64,
-    ) -> Result<ParkedCount, StoreError> {
-        let reasons: Vec<&str> = match reason {
-            Some(reason) => vec![reason.as_str()],
-            None => ParkReason::ALL.iter().map(|r| r.as_str()).collect(),
-        };
-        let records: i64 = sqlx::query_scalar(COUNT_PARKED)
-            .bind(&self.consumer)
-            .bind(reasons)
-            .bind(since.unwrap_or(DateTime::UNIX_EPOCH))
-            .bind(up_to)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(ParkedCount {
-            records,
-            more: records >= up_to,
         })
-    }
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::from)
+}
+
+/// How many parked records [`list_parked`] chooses from, counted up to
+/// `up_to`.
+pub async fn count_parked(
+    pool: &DbPool,
+    consumer: &str,
+    reason: Option<ParkReason>,
+    since: Option<DateTime<Utc>>,
+    up_to: i64,
+) -> Result<ParkedCount, StoreError> {
+    let reasons: Vec<&str> = match reason {
+        Some(reason) => vec![reason.as_str()],
+        None => ParkReason::ALL.iter().map(|r| r.as_str()).collect(),
+    };
+    let records: i64 = sqlx::query_scalar(COUNT_PARKED)
+        .bind(consumer)
+        .bind(reasons)
+        .bind(since.unwrap_or(DateTime::UNIX_EPOCH))
+        .bind(up_to)
+        .fetch_one(pool)
+        .await?;
+    Ok(ParkedCount {
+        records,
+        more: records >= up_to,
+    })
 }
 
 /// How many parked records there are, as far as they were counted.

@@ -4,12 +4,29 @@
 //! it after a pass), migrated by the store's own `migrate`. Fast checks of
 //! what the black-box tests in `tests/` prove through the binary.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use chrono::Utc;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::window_cache::WINDOW_REFRESH;
 use super::*;
+use crate::batch::PartitionKey;
 use crate::event::{OrderLine, OrderPlaced, ParkReason};
+
+impl Inbox {
+    /// Classifies `records` and applies them as one batch: what the
+    /// pipeline does with a batch of a round.
+    async fn apply_records(
+        &self,
+        records: &[InboundRecord],
+        trace_id: Option<&str>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.apply(&self.classify(records.to_vec()), trace_id).await
+    }
+}
 
 const RETENTION: Retention = Retention {
     ledger_days: 14,
@@ -309,9 +326,12 @@ async fn a_batch_is_applied_once_and_its_redelivery_changes_nothing(pool: PgPool
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 10, "SKU-A", 2);
     let batch = records(&events);
-    let first = inbox.apply(&batch, None).await.expect("applied");
+    let first = inbox.apply_records(&batch, None).await.expect("applied");
     assert_eq!((first.processed, first.duplicates), (10, 0));
-    let again = inbox.apply(&batch, None).await.expect("redelivered");
+    let again = inbox
+        .apply_records(&batch, None)
+        .await
+        .expect("redelivered");
     assert_eq!((again.processed, again.duplicates), (0, 10));
     assert_eq!(
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
@@ -338,7 +358,10 @@ async fn bisection_parks_only_the_refused_record(pool: PgPool) {
     .expect("a constraint the record breaks");
     let mut events = orders("O", 7, "SKU-A", 1);
     events.insert(3, order("BLOCKED", "SKU-A", 1));
-    let outcome = inbox.apply(&records(&events), None).await.expect("applied");
+    let outcome = inbox
+        .apply_records(&records(&events), None)
+        .await
+        .expect("applied");
     assert_eq!(outcome.processed, 7);
     let parked: Vec<_> = outcome
         .newly_parked
@@ -377,13 +400,13 @@ async fn an_id_reused_with_another_payload_is_a_conflict_not_a_duplicate(pool: P
     reused.message_id = original.message_id;
     let reused_id = reused.message_id;
     inbox
-        .apply(&records(&[original]), None)
+        .apply_records(&records(&[original]), None)
         .await
         .expect("applied");
     let mut batch = records(&[reused]);
     batch[0].offset = 1;
     let outcome = inbox
-        .apply(&batch, Some("4bf92f3577b34da6a3ce929d0e0e4736"))
+        .apply_records(&batch, Some("4bf92f3577b34da6a3ce929d0e0e4736"))
         .await
         .expect("applied");
     assert_eq!((outcome.processed, outcome.duplicates), (0, 0));
@@ -410,13 +433,16 @@ async fn a_database_gone_back_is_refused_before_anything_is_written(pool: PgPool
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 4, "SKU-A", 1);
     let batch = records(&events);
-    inbox.apply(&batch[..2], None).await.expect("applied");
+    inbox
+        .apply_records(&batch[..2], None)
+        .await
+        .expect("applied");
     // As after a restore: the position this inbox wrote is gone.
     sqlx::query("DELETE FROM inbox_position")
         .execute(&pool)
         .await
         .expect("the database goes back");
-    let refused = inbox.apply(&batch[2..], None).await;
+    let refused = inbox.apply_records(&batch[2..], None).await;
     match refused {
         Err(StoreError::PositionBehind(behind)) => {
             assert_eq!(positions_of(behind), [(("orders".into(), 0), None)]);
@@ -435,20 +461,26 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
     let first = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 4, "SKU-A", 1);
     let batch = records(&events);
-    first.apply(&batch[..1], None).await.expect("applied");
+    first
+        .apply_records(&batch[..1], None)
+        .await
+        .expect("applied");
     // Another member (or this one restarted) is assigned the partition and
     // reads the database's position of it, with Kafka's id of the topic.
     let key: PartitionKey = ("orders".into(), 0);
     let topic = Uuid::new_v4();
     let member = Inbox::new(pool.clone().into(), "store-tests".into());
-    member.expect_positions(
+    member.positions().expect(
         std::slice::from_ref(&key),
         &BTreeMap::from([(key.clone(), 1)]),
         &BTreeMap::from([("orders".to_string(), topic)]),
     );
-    assert_eq!(member.topic_id("orders"), Some(topic));
-    assert_eq!(member.topic_id("payments"), None);
-    member.apply(&batch[1..2], None).await.expect("applied");
+    assert_eq!(member.positions().topic_id("orders"), Some(topic));
+    assert_eq!(member.positions().topic_id("payments"), None);
+    member
+        .apply_records(&batch[1..2], None)
+        .await
+        .expect("applied");
     assert_eq!(
         sqlx::query_scalar::<_, Option<Uuid>>("SELECT topic_id FROM inbox_position")
             .fetch_one(&pool)
@@ -461,17 +493,17 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
     // of the same name created again since, it is none.
     let keys = std::slice::from_ref(&key);
     assert_eq!(
-        member.gone_back(keys).await.expect("asked"),
+        member.positions().gone_back(keys).await.expect("asked"),
         Behind::default()
     );
     let recreated = Inbox::new(pool.clone().into(), "store-tests".into());
-    recreated.expect_positions(
+    recreated.positions().expect(
         keys,
         &BTreeMap::from([(key.clone(), 2)]),
         &BTreeMap::from([("orders".to_string(), Uuid::new_v4())]),
     );
     assert_eq!(
-        positions_of(recreated.gone_back(keys).await.expect("asked")),
+        positions_of(recreated.positions().gone_back(keys).await.expect("asked")),
         [(key.clone(), None)]
     );
     // The database goes back to before what it had when the member read it.
@@ -480,12 +512,12 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
         .await
         .expect("the database goes back");
     let fresh = Inbox::new(pool.clone().into(), "store-tests".into());
-    fresh.expect_positions(
+    fresh.positions().expect(
         std::slice::from_ref(&key),
         &BTreeMap::from([(key.clone(), 2)]),
         &BTreeMap::new(),
     );
-    match fresh.apply(&batch[2..], None).await {
+    match fresh.apply_records(&batch[2..], None).await {
         Err(StoreError::PositionBehind(behind)) => {
             assert_eq!(positions_of(behind), [(key, Some(1))])
         }
@@ -497,7 +529,10 @@ async fn positions_read_at_an_assignment_are_guarded_and_carry_the_topics_id(poo
 async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 4, "SKU-A", 1);
-    inbox.apply(&records(&events), None).await.expect("applied");
+    inbox
+        .apply_records(&records(&events), None)
+        .await
+        .expect("applied");
     let key: PartitionKey = ("orders".into(), 0);
     let keys = std::slice::from_ref(&key);
     let at = |offset: i64| {
@@ -511,21 +546,21 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
         }
     };
     assert_eq!(
-        inbox.gone_back(keys).await.expect("asked"),
+        inbox.positions().gone_back(keys).await.expect("asked"),
         Behind::default()
     );
     at(6).await;
     assert_eq!(
-        inbox.gone_back(keys).await.expect("asked"),
+        inbox.positions().gone_back(keys).await.expect("asked"),
         Behind::default(),
         "ahead is not behind"
     );
     at(2).await;
-    let behind = inbox.gone_back(keys).await.expect("asked");
+    let behind = inbox.positions().gone_back(keys).await.expect("asked");
     assert_eq!(positions_of(behind), [(key.clone(), Some(2))]);
     // Expected at the database's position from now on.
     assert_eq!(
-        inbox.gone_back(keys).await.expect("asked"),
+        inbox.positions().gone_back(keys).await.expect("asked"),
         Behind::default()
     );
 }
@@ -534,7 +569,10 @@ async fn only_a_position_behind_the_one_written_is_gone_back(pool: PgPool) {
 async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 4, "SKU-A", 1);
-    inbox.apply(&records(&events), None).await.expect("applied");
+    inbox
+        .apply_records(&records(&events), None)
+        .await
+        .expect("applied");
     let listed = |topic: Option<&'static str>| {
         let pool = inbox.pool().clone();
         async move {
@@ -565,6 +603,7 @@ async fn an_operator_sets_a_position_back_and_the_inbox_sees_who_moved_it(pool: 
     );
     let key: PartitionKey = ("orders".into(), 0);
     let behind = inbox
+        .positions()
         .gone_back(std::slice::from_ref(&key))
         .await
         .expect("asked");
@@ -628,14 +667,18 @@ async fn position_row(pool: &PgPool) -> (i64, bool, Option<i64>) {
 async fn a_rewind_while_a_batch_is_in_flight_is_not_written_over(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let batch = records(&orders("O", 4, "SKU-A", 1));
-    inbox.apply(&batch[..2], None).await.expect("applied");
+    inbox
+        .apply_records(&batch[..2], None)
+        .await
+        .expect("applied");
     let set = async {
         let before = positions::set(inbox.pool(), "store-tests", "orders", 0, 0)
             .await
             .expect("set");
         assert_eq!(before, Some(2));
     };
-    let refused = while_a_batch_waits(&pool, "SKU-A", inbox.apply(&batch[2..], None), set).await;
+    let refused =
+        while_a_batch_waits(&pool, "SKU-A", inbox.apply_records(&batch[2..], None), set).await;
     let key: PartitionKey = ("orders".into(), 0);
     match refused {
         Err(StoreError::PositionBehind(behind)) => {
@@ -655,7 +698,7 @@ async fn a_rewind_while_a_batch_is_in_flight_is_not_written_over(pool: PgPool) {
         "nothing of the refused batch"
     );
     // Read again from 0: the first two are duplicates, the rest applied.
-    let again = inbox.apply(&batch, None).await.expect("read again");
+    let again = inbox.apply_records(&batch, None).await.expect("read again");
     assert_eq!((again.processed, again.duplicates), (2, 2));
     assert_eq!(position_row(&pool).await, (4, false, Some(4)));
 }
@@ -670,12 +713,15 @@ async fn a_skip_forward_is_honoured_by_the_next_batch_and_one_in_flight(pool: Pg
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let events = orders("O", 12, "SKU-A", 1);
     let batch = records(&events);
-    inbox.apply(&batch[..2], None).await.expect("applied");
+    inbox
+        .apply_records(&batch[..2], None)
+        .await
+        .expect("applied");
     positions::set(inbox.pool(), "store-tests", "orders", 0, 6)
         .await
         .expect("set");
     let key: PartitionKey = ("orders".into(), 0);
-    match inbox.apply(&batch[2..4], None).await {
+    match inbox.apply_records(&batch[2..4], None).await {
         Err(StoreError::PositionBehind(behind)) => {
             assert_eq!(positions_of(behind), [(key.clone(), Some(6))]);
         }
@@ -683,7 +729,7 @@ async fn a_skip_forward_is_honoured_by_the_next_batch_and_one_in_flight(pool: Pg
     }
     assert_eq!(position_row(&pool).await, (6, true, Some(2)));
     inbox
-        .apply(&batch[6..8], None)
+        .apply_records(&batch[6..8], None)
         .await
         .expect("from the skip");
     assert_eq!(position_row(&pool).await, (8, false, Some(8)));
@@ -693,7 +739,13 @@ async fn a_skip_forward_is_honoured_by_the_next_batch_and_one_in_flight(pool: Pg
             .await
             .expect("set");
     };
-    let refused = while_a_batch_waits(&pool, "SKU-A", inbox.apply(&batch[8..10], None), set).await;
+    let refused = while_a_batch_waits(
+        &pool,
+        "SKU-A",
+        inbox.apply_records(&batch[8..10], None),
+        set,
+    )
+    .await;
     assert!(
         matches!(&refused, Err(StoreError::PositionBehind(b)) if b.by_operator(&key)),
         "{refused:?}"
@@ -730,7 +782,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     let later = order("R-2", "SKU-Q", 1);
     let mut batch = records(&[unknown, later.clone()]);
     batch.push(malformed(2));
-    let parked = inbox.apply(&batch, None).await.expect("parked");
+    let parked = inbox.apply_records(&batch, None).await.expect("parked");
     let ids: Vec<i64> = parked
         .newly_parked
         .iter()
@@ -740,13 +792,14 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         panic!("three parked: {parked:?}")
     };
     assert_eq!(
-        inbox
-            .replay_candidates(ParkReason::UnknownSku)
+        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku)
             .await
             .expect("candidates"),
         [unknown_id, later_id]
     );
-    let listed = inbox.list_parked(None, None, 10).await.expect("listed");
+    let listed = list_parked(inbox.pool(), inbox.consumer(), None, None, 10)
+        .await
+        .expect("listed");
     assert_eq!(
         listed.iter().map(|entry| entry.id).collect::<Vec<_>>(),
         [unknown_id, later_id, malformed_id]
@@ -756,11 +809,19 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         other => panic!("expected StillParked, got {other:?}"),
     };
     assert_eq!(
-        still(inbox.replay(unknown_id).await.expect("replayed")),
+        still(
+            replay(inbox.pool(), inbox.consumer(), unknown_id)
+                .await
+                .expect("replayed")
+        ),
         ParkReason::UnknownSku
     );
     assert_eq!(
-        still(inbox.replay(malformed_id).await.expect("replayed")),
+        still(
+            replay(inbox.pool(), inbox.consumer(), malformed_id)
+                .await
+                .expect("replayed")
+        ),
         ParkReason::MalformedJson
     );
     sqlx::query("INSERT INTO inventory_stock (sku, on_hand, reserved) VALUES ('SKU-R', 5, 0), ('SKU-Q', 5, 0)")
@@ -768,16 +829,19 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         .await
         .expect("the SKUs are stocked");
     assert_eq!(
-        inbox.replay(unknown_id).await.expect("replayed"),
+        replay(inbox.pool(), inbox.consumer(), unknown_id)
+            .await
+            .expect("replayed"),
         ReplayOutcome::Applied
     );
     assert!(matches!(
-        inbox.replay(unknown_id).await.expect("replayed"),
+        replay(inbox.pool(), inbox.consumer(), unknown_id)
+            .await
+            .expect("replayed"),
         ReplayOutcome::AlreadyReplayed(_)
     ));
     assert_eq!(
-        inbox
-            .replay_candidates(ParkReason::UnknownSku)
+        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku)
             .await
             .expect("candidates"),
         [later_id],
@@ -786,13 +850,17 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     // The other event came again at a later position and was applied.
     let mut again = records(&[later]);
     again[0].offset = 3;
-    inbox.apply(&again, None).await.expect("applied");
+    inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
-        inbox.replay(later_id).await.expect("replayed"),
+        replay(inbox.pool(), inbox.consumer(), later_id)
+            .await
+            .expect("replayed"),
         ReplayOutcome::Duplicate
     );
     assert_eq!(
-        inbox.replay(424_242).await.expect("asked"),
+        replay(inbox.pool(), inbox.consumer(), 424_242)
+            .await
+            .expect("asked"),
         ReplayOutcome::NotFound
     );
     assert_eq!(
@@ -805,8 +873,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         "each event reserved once"
     );
     // What each replay came to is kept on its row, as the CLI prints it.
-    let outcomes: Vec<_> = inbox
-        .list_parked(None, None, 10)
+    let outcomes: Vec<_> = list_parked(inbox.pool(), inbox.consumer(), None, None, 10)
         .await
         .expect("listed")
         .into_iter()
@@ -837,7 +904,7 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
     let original = order("C-1", "SKU-A", 1);
     let unknown = order("C-2", "SKU-Z", 1);
     let batch = records(&[original.clone(), conflict_event(&original), unknown]);
-    let parked = inbox.apply(&batch, None).await.expect("applied");
+    let parked = inbox.apply_records(&batch, None).await.expect("applied");
     assert_eq!(
         parked_of(&parked),
         [
@@ -846,14 +913,20 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
         ]
     );
     let id = |n: usize| parked.newly_parked[n].id.expect("an id");
-    match inbox.replay(id(0)).await.expect("replayed") {
+    match replay(inbox.pool(), inbox.consumer(), id(0))
+        .await
+        .expect("replayed")
+    {
         ReplayOutcome::StillParked(ParkReason::EventIdConflict, detail) => assert!(
             detail.contains(&original.message_id.to_string()),
             "{detail}"
         ),
         other => panic!("expected still parked as an id conflict, got {other:?}"),
     }
-    match inbox.replay(id(1)).await.expect("replayed") {
+    match replay(inbox.pool(), inbox.consumer(), id(1))
+        .await
+        .expect("replayed")
+    {
         ReplayOutcome::StillParked(ParkReason::UnknownSku, detail) => {
             assert!(detail.contains("SKU-Z"), "{detail}")
         }
@@ -875,15 +948,17 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
 async fn the_window_is_read_again_once_a_minute_old(pool: PgPool) {
     let inbox = inbox(pool, &[]).await;
     let before = Instant::now();
-    assert_eq!(inbox.window_as_of(before), None, "not read yet");
+    assert_eq!(inbox.window.as_of(before), None, "not read yet");
     let read = inbox.refresh_window().await.expect("window");
     let after = Instant::now();
-    assert_eq!(inbox.window_as_of(after), Some(read.clone()));
+    assert_eq!(inbox.window.as_of(after), Some(read.clone()));
     // Read between `before` and `after`: a minute after `before` it is
     // a minute old at most, a minute after `after` more than a minute.
-    assert_eq!(inbox.window_as_of(before + WINDOW_REFRESH), Some(read));
+    assert_eq!(inbox.window.as_of(before + WINDOW_REFRESH), Some(read));
     assert_eq!(
-        inbox.window_as_of(after + WINDOW_REFRESH + Duration::from_millis(1)),
+        inbox
+            .window
+            .as_of(after + WINDOW_REFRESH + Duration::from_millis(1)),
         None,
         "read again after midnight at the latest a minute on"
     );
@@ -969,8 +1044,8 @@ async fn concurrently(
     let (second_inbox, second_batch) = second;
     let both = async {
         tokio::join!(
-            first_inbox.apply(&first_batch, None),
-            second_inbox.apply(&second_batch, None)
+            first_inbox.apply_records(&first_batch, None),
+            second_inbox.apply_records(&second_batch, None)
         )
     };
     let (one, two) = while_batches_wait(pool, sku, 2, both, async {}).await;
@@ -984,18 +1059,18 @@ async fn an_id_reused_with_another_days_event_time_is_a_conflict(pool: PgPool) {
     let mut reused = order_at("O-2", "SKU-A", 3, Utc::now() - chrono::Duration::days(1));
     reused.message_id = original.message_id;
     inbox
-        .apply(&records(std::slice::from_ref(&original)), None)
+        .apply_records(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
     let later = inbox
-        .apply(&records_at(0, 1, &[reused.clone()]), None)
+        .apply_records(&records_at(0, 1, &[reused.clone()]), None)
         .await
         .expect("applied");
     assert_eq!(parked_of(&later), [(ParkReason::EventIdConflict, 1)]);
     // The same two records in one batch, on a fresh consumer: the same.
     let other = Inbox::new(pool.clone().into(), "store-tests-2".into());
     let together = other
-        .apply(&records_at(3, 0, &[original, reused]), None)
+        .apply_records(&records_at(3, 0, &[original, reused]), None)
         .await
         .expect("applied");
     assert_eq!(together.processed, 1);
@@ -1022,7 +1097,7 @@ async fn a_repeat_of_a_parked_records_id_is_judged_as_in_a_later_batch(pool: PgP
     // The same parked record twice: parked twice, at each position.
     let unknown = order("O-1", "SKU-NOPE", 1);
     let again = inbox
-        .apply(&records(&[unknown.clone(), unknown.clone()]), None)
+        .apply_records(&records(&[unknown.clone(), unknown.clone()]), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -1035,7 +1110,7 @@ async fn a_repeat_of_a_parked_records_id_is_judged_as_in_a_later_batch(pool: PgP
     let mut valid = order("O-2", "SKU-A", 2);
     valid.message_id = unknown.message_id;
     let batch = records_at(0, 2, &[unknown.clone(), valid, unknown]);
-    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    let outcome = inbox.apply_records(&batch, None).await.expect("applied");
     assert_eq!(
         parked_of(&outcome),
         [
@@ -1059,14 +1134,14 @@ async fn a_fresh_event_after_a_parked_conflict_on_its_order_line_is_processed(po
     let inbox = inbox(pool.clone(), &[("SKU-T", 100)]).await;
     let first = order("P-1", "SKU-T", 1);
     inbox
-        .apply(&records(std::slice::from_ref(&first)), None)
+        .apply_records(&records(std::slice::from_ref(&first)), None)
         .await
         .expect("applied");
     let mut reused = order("P-2", "SKU-T", 2);
     reused.message_id = first.message_id;
     let fresh = order("P-2", "SKU-T", 2);
     let outcome = inbox
-        .apply(&records_at(0, 1, &[reused, fresh.clone()]), None)
+        .apply_records(&records_at(0, 1, &[reused, fresh.clone()]), None)
         .await
         .expect("applied");
     assert_eq!(parked_of(&outcome), [(ParkReason::EventIdConflict, 1)]);
@@ -1173,7 +1248,7 @@ async fn a_line_a_concurrent_batch_reserved_in_another_days_partition_is_not_res
         .await
         .expect("yesterday's stock");
     let batch = records(&[order("M-1", "SKU-M", 4)]);
-    let today = inbox.apply(&batch, None);
+    let today = inbox.apply_records(&batch, None);
     let commit_yesterday = async {
         until_waiting(&pool, 1).await;
         yesterday.commit().await.expect("commit yesterday's batch");
@@ -1330,13 +1405,16 @@ async fn the_storage_migration_keeps_a_populated_database_exact(pool: PgPool) {
 
     // The old rows still decide: the event again is a duplicate, another
     // event of its order a business duplicate, a new order is applied.
-    let again = inbox.apply(&old_batch, None).await.expect("redelivery");
+    let again = inbox
+        .apply_records(&old_batch, None)
+        .await
+        .expect("redelivery");
     assert_eq!((again.duplicates, again.processed), (1, 0), "{again:?}");
     let mut later = records(&[order("OLD-1", "SKU-P", 2), order("NEW-1", "SKU-P", 1)]);
     for (offset, record) in (1..).zip(&mut later) {
         record.offset = offset;
     }
-    let outcome = inbox.apply(&later, None).await.expect("new events");
+    let outcome = inbox.apply_records(&later, None).await.expect("new events");
     assert_eq!(
         (
             outcome.processed,
@@ -1368,7 +1446,10 @@ fn malformed(offset: i64) -> InboundRecord {
 #[sqlx::test(migrations = false)]
 async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[]).await;
-    let first = inbox.apply(&[malformed(5)], None).await.expect("parked");
+    let first = inbox
+        .apply_records(&[malformed(5)], None)
+        .await
+        .expect("parked");
     assert_eq!(first.newly_parked.len(), 1);
     // The row as if it had been parked yesterday: in yesterday's partition.
     sqlx::raw_sql(&format!(
@@ -1381,7 +1462,7 @@ async fn a_record_parked_on_an_earlier_day_is_not_parked_again(pool: PgPool) {
     .await
     .expect("yesterday's parked row");
     let again = inbox
-        .apply(&[malformed(5)], None)
+        .apply_records(&[malformed(5)], None)
         .await
         .expect("redelivered");
     assert_eq!(
@@ -1404,11 +1485,11 @@ async fn a_retry_after_a_lost_answer_counts_what_the_lost_try_did(pool: PgPool) 
     let mut batch = records(&events);
     batch.push(malformed(3));
     // The try that committed, whose answer never came.
-    inbox.apply(&batch, None).await.expect("applied");
+    inbox.apply_records(&batch, None).await.expect("applied");
     // Then one record of the batch already in the ledger, not its own.
     let mut elsewhere = records(&events[..1]);
     elsewhere[0].offset = 9;
-    let retried = inbox.apply(&batch, None).await.expect("retried");
+    let retried = inbox.apply_records(&batch, None).await.expect("retried");
     assert_eq!(
         (
             retried.processed,
@@ -1439,11 +1520,81 @@ async fn a_retry_after_a_lost_answer_counts_what_the_lost_try_did(pool: PgPool) 
     assert!(counted.parked_before.is_empty());
     // A record of another position that is in the ledger stays a duplicate.
     let other = inbox
-        .apply(&elsewhere, None)
+        .apply_records(&elsewhere, None)
         .await
         .expect("applied")
         .after_lost_answer();
     assert_eq!((other.processed, other.duplicates), (0, 1));
+}
+
+/// The pipeline classifies a batch once and applies that batch, again on
+/// a retry: the store answers with the offsets to commit, the batch's own.
+#[sqlx::test(migrations = false)]
+async fn a_batch_classified_once_is_applied_as_is_and_says_what_to_commit(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let mut records = records_at(0, 5, &orders("O", 2, "SKU-A", 1));
+    records.extend(records_at(3, 0, &orders("P", 1, "SKU-A", 1)));
+    // Classified before the window was ever read: parked by the empty
+    // window in the batch, judged against the window read at apply.
+    let batch = inbox.classify(records);
+    assert!(batch
+        .items()
+        .iter()
+        .all(|item| crate::batch::park_reason(item) == Some(ParkReason::OutsideDedupWindow)));
+    let to_commit = BTreeMap::from([
+        (("orders".to_string(), 0), 7),
+        (("orders".to_string(), 3), 1),
+    ]);
+    let first = inbox.apply(&batch, None).await.expect("applied");
+    assert_eq!((first.processed, first.duplicates), (3, 0));
+    assert!(first.newly_parked.is_empty());
+    assert_eq!(first.to_commit, to_commit);
+    let retried = inbox.apply(&batch, None).await.expect("applied again");
+    assert_eq!((retried.processed, retried.duplicates), (0, 3));
+    assert_eq!(retried.to_commit, to_commit);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        3
+    );
+}
+
+/// A day's ledger partition dropped after the window was read and the
+/// batch classified: the statement finds it missing, the window is read
+/// again, and the same batch, judged again without a second parse, parks
+/// that day's record; the rest is applied, and every offset committed.
+#[sqlx::test(migrations = false)]
+async fn a_day_dropped_after_the_batch_was_classified_parks_its_records(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    inbox.refresh_window().await.expect("window");
+    let yesterday = Utc::now() - chrono::Duration::days(1);
+    let events = [
+        order_at("Y-1", "SKU-A", 1, yesterday),
+        order("T-1", "SKU-A", 1),
+    ];
+    let batch = inbox.classify(records_at(0, 0, &events));
+    assert_eq!(
+        batch.items()[0].disposition,
+        crate::batch::Disposition::Candidate
+    );
+    sqlx::raw_sql(&format!(
+        "DROP TABLE processed_inbox_p{}",
+        yesterday.format("%Y%m%d")
+    ))
+    .execute(&pool)
+    .await
+    .expect("drop yesterday's ledger partition");
+    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    assert_eq!(outcome.processed, 1, "{outcome:?}");
+    assert_eq!(parked_of(&outcome), [(ParkReason::OutsideDedupWindow, 0)]);
+    assert_eq!(
+        outcome.to_commit,
+        BTreeMap::from([(("orders".to_string(), 0), 2)])
+    );
+    assert_eq!(
+        batch.items()[0].disposition,
+        crate::batch::Disposition::Candidate,
+        "the batch in hand is not changed"
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -1459,7 +1610,7 @@ async fn a_missing_day_of_reservations_or_parked_rows_never_fails_a_batch(pool: 
     .expect("drop today's partitions");
     let mut batch = records(&[order("D-1", "SKU-D", 2)]);
     batch.push(malformed(1));
-    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    let outcome = inbox.apply_records(&batch, None).await.expect("applied");
     assert_eq!(
         (
             outcome.processed,
@@ -1540,7 +1691,7 @@ async fn a_redelivery_formatted_otherwise_is_a_duplicate_and_another_value_a_con
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let original = order("O-1", "SKU-A", 2);
     inbox
-        .apply(&records(std::slice::from_ref(&original)), None)
+        .apply_records(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
     let mut again = records(std::slice::from_ref(&original));
@@ -1555,7 +1706,7 @@ async fn a_redelivery_formatted_otherwise_is_a_duplicate_and_another_value_a_con
     pair[1].offset = 3;
     pair[1].payload = Some(reserialized(&second));
     again.extend(pair);
-    let outcome = inbox.apply(&again, None).await.expect("applied");
+    let outcome = inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
         (
             outcome.processed,
@@ -1571,7 +1722,7 @@ async fn a_redelivery_formatted_otherwise_is_a_duplicate_and_another_value_a_con
     let mut conflict = records(&[changed]);
     conflict[0].offset = 4;
     conflict[0].payload = Some(reserialized(&conflict_event(&original)));
-    let outcome = inbox.apply(&conflict, None).await.expect("applied");
+    let outcome = inbox.apply_records(&conflict, None).await.expect("applied");
     assert_eq!(outcome.newly_parked.len(), 1);
     assert_eq!(outcome.newly_parked[0].reason, ParkReason::EventIdConflict);
     assert_eq!(
@@ -1592,7 +1743,7 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let original = order("O-1", "SKU-A", 2);
     inbox
-        .apply(&records(std::slice::from_ref(&original)), None)
+        .apply_records(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
     // As a ledger row written before fingerprints were of the parsed event.
@@ -1603,7 +1754,7 @@ async fn a_ledger_row_fingerprinted_by_its_bytes_still_knows_its_redelivery(pool
         .expect("old fingerprint");
     let mut again = records(std::slice::from_ref(&original));
     again[0].offset = 1;
-    let outcome = inbox.apply(&again, None).await.expect("applied");
+    let outcome = inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
         (outcome.duplicates, outcome.newly_parked.len()),
         (1, 0),
@@ -1673,7 +1824,7 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
         .map(|n| order_at(&format!("F-{n}"), "SKU-F", 1, at))
         .collect();
     let first = inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     assert_eq!(first.processed, 300);
@@ -1713,7 +1864,7 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     );
     // Redelivered: every one a duplicate, through the filter.
     let again = inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     assert_eq!((again.processed, again.duplicates), (0, 300));
@@ -1721,7 +1872,7 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     let mut reused = order("F-other", "SKU-F", 2);
     reused.message_id = events[7].message_id;
     let conflict = inbox
-        .apply(&records_at(1, 0, &[reused]), None)
+        .apply_records(&records_at(1, 0, &[reused]), None)
         .await
         .expect("applied");
     assert_eq!(parked_of(&conflict), [(ParkReason::EventIdConflict, 0)]);
@@ -1739,7 +1890,9 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     .execute(&pool)
     .await
     .expect("clear the slots");
-    let unseen = inbox.apply(&records_at(2, 0, &events[..1]), None).await;
+    let unseen = inbox
+        .apply_records(&records_at(2, 0, &events[..1]), None)
+        .await;
     assert!(
         matches!(&unseen, Err(StoreError::Transient { message, .. })
                  if message.contains("a concurrent batch wrote")),
@@ -1876,7 +2029,7 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
     let at = Utc::now() - chrono::Duration::days(4);
     let day = at.date_naive();
     inbox
-        .apply(&records_at(0, 0, &[order_at("L-0", "SKU-L", 1, at)]), None)
+        .apply_records(&records_at(0, 0, &[order_at("L-0", "SKU-L", 1, at)]), None)
         .await
         .expect("applied");
     build_filter_of(&pool, day).await;
@@ -1889,7 +2042,7 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
     // A late event of that day, after its filter was built.
     let late = order_at("L-1", "SKU-L", 1, at);
     inbox
-        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .apply_records(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
     assert!(!filter_is_clean(&pool, day).await, "the late write counts");
@@ -1901,7 +2054,7 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
         "the gauge's count"
     );
     let again = inbox
-        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .apply_records(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -1911,7 +2064,7 @@ async fn a_late_write_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool
     );
     build_filter_of(&pool, day).await;
     let third = inbox
-        .apply(&records_at(0, 1, std::slice::from_ref(&late)), None)
+        .apply_records(&records_at(0, 1, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -1931,7 +2084,7 @@ async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool)
     let at = Utc::now() - chrono::Duration::days(3);
     let day = at.date_naive();
     inbox
-        .apply(&records_at(0, 0, &[order_at("R-0", "SKU-R", 1, at)]), None)
+        .apply_records(&records_at(0, 0, &[order_at("R-0", "SKU-R", 1, at)]), None)
         .await
         .expect("applied");
     // Another member's batch writes an event of that day and commits only
@@ -1976,7 +2129,7 @@ async fn a_write_the_build_could_not_see_keeps_the_filter_from_use(pool: PgPool)
     assert_eq!((built.day, built.ids), (day, 1), "{built:?}");
     assert!(!filter_is_clean(&pool, day).await);
     let redelivered = inbox
-        .apply(&records_at(0, 1, &[racing]), None)
+        .apply_records(&records_at(0, 1, &[racing]), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -2003,7 +2156,7 @@ async fn a_closed_day_without_a_filter_row_is_looked_up_in_full(pool: PgPool) {
     )
     .await;
     inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -2024,7 +2177,7 @@ async fn a_closed_day_without_a_filter_row_is_looked_up_in_full(pool: PgPool) {
         .await
         .expect("delete the filter row");
     let again = inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     assert_eq!((again.processed, again.duplicates), (0, 3));
@@ -2043,7 +2196,7 @@ async fn yesterdays_filter_is_built_and_used(pool: PgPool) {
         .map(|n| order_at(&format!("Y-{n}"), "SKU-Y", 1, at))
         .collect();
     inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     build_filter_of(&pool, day).await;
@@ -2055,7 +2208,7 @@ async fn yesterdays_filter_is_built_and_used(pool: PgPool) {
         0
     );
     let again = inbox
-        .apply(&records_at(0, 0, &events), None)
+        .apply_records(&records_at(0, 0, &events), None)
         .await
         .expect("applied");
     assert_eq!(
@@ -2066,19 +2219,19 @@ async fn yesterdays_filter_is_built_and_used(pool: PgPool) {
     let mut reused = order_at("Y-other", "SKU-Y", 2, at);
     reused.message_id = events[3].message_id;
     let conflict = inbox
-        .apply(&records_at(1, 0, &[reused]), None)
+        .apply_records(&records_at(1, 0, &[reused]), None)
         .await
         .expect("applied");
     assert_eq!(parked_of(&conflict), [(ParkReason::EventIdConflict, 0)]);
     // A late event of yesterday after the build: counted, looked up in full.
     let late = order_at("Y-late", "SKU-Y", 1, at);
     inbox
-        .apply(&records_at(0, 20, std::slice::from_ref(&late)), None)
+        .apply_records(&records_at(0, 20, std::slice::from_ref(&late)), None)
         .await
         .expect("applied");
     assert!(!filter_is_clean(&pool, day).await, "the late write counts");
     let redelivered = inbox
-        .apply(&records_at(0, 20, &[late]), None)
+        .apply_records(&records_at(0, 20, &[late]), None)
         .await
         .expect("applied");
     assert_eq!((redelivered.processed, redelivered.duplicates), (0, 1));
@@ -2098,7 +2251,7 @@ async fn yesterdays_filter_waits_for_a_batch_from_before_midnight(pool: PgPool) 
     let day = at.date_naive();
     // A batch of today's first: the consumer's code.
     inbox
-        .apply(&records_at(1, 0, &[order("M-today", "SKU-M", 1)]), None)
+        .apply_records(&records_at(1, 0, &[order("M-today", "SKU-M", 1)]), None)
         .await
         .expect("applied");
     // The clock a session sees: the setting inbox.test_clock_day when it
@@ -2152,7 +2305,7 @@ async fn yesterdays_filter_waits_for_a_batch_from_before_midnight(pool: PgPool) 
         "built with the batch's row"
     );
     let redelivered = inbox
-        .apply(&records_at(0, 0, &[before_midnight]), None)
+        .apply_records(&records_at(0, 0, &[before_midnight]), None)
         .await
         .expect("applied");
     // Its id is known (with another payload here: a conflict), never
@@ -2187,7 +2340,7 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
         .await
         .expect("the consumer's code, uncommitted");
     let batch = records(&[order("O-1", "SKU-A", 1)]);
-    let applied = inbox.apply(&batch, None);
+    let applied = inbox.apply_records(&batch, None);
     let other = async {
         until_waiting(&pool, 1).await;
         sqlx::query("SELECT inbox_topic_code('orders')")
@@ -2204,17 +2357,25 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
 async fn the_poison_breaker_holds_from_its_opening_until_resumed_once(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[]).await;
     let other = Inbox::new(inbox.pool().clone(), "another-consumer".into());
-    assert_eq!(inbox.breaker().await.expect("read"), None);
+    assert_eq!(
+        breaker(inbox.pool(), inbox.consumer()).await.expect("read"),
+        None
+    );
 
-    inbox.open_breaker("5 parked in a row").await.expect("open");
-    let held = inbox.breaker().await.expect("read").expect("opened");
+    open_breaker(inbox.pool(), inbox.consumer(), "5 parked in a row")
+        .await
+        .expect("open");
+    let held = breaker(inbox.pool(), inbox.consumer())
+        .await
+        .expect("read")
+        .expect("opened");
     assert!(held.holds());
     assert_eq!(
         (held.reason.as_str(), held.resumed_by.as_deref()),
         ("5 parked in a row", None)
     );
     assert_eq!(
-        other.breaker().await.expect("read"),
+        breaker(other.pool(), other.consumer()).await.expect("read"),
         None,
         "one consumer's own"
     );
@@ -2226,7 +2387,11 @@ async fn the_poison_breaker_holds_from_its_opening_until_resumed_once(pool: PgPo
     assert!(!resumed.holds());
     assert_eq!(resumed.reason, "5 parked in a row");
     assert_eq!(resumed.resumed_by.as_deref(), Some("inventory"));
-    assert!(!inbox.breaker().await.expect("read").expect("kept").holds());
+    assert!(!breaker(inbox.pool(), inbox.consumer())
+        .await
+        .expect("read")
+        .expect("kept")
+        .holds());
     assert_eq!(
         resume_breaker(inbox.pool(), inbox.consumer())
             .await
@@ -2236,11 +2401,13 @@ async fn the_poison_breaker_holds_from_its_opening_until_resumed_once(pool: PgPo
     );
 
     // Tripped again: held again, for the new reason.
-    inbox
-        .open_breaker("half of 100 parked")
+    open_breaker(inbox.pool(), inbox.consumer(), "half of 100 parked")
         .await
         .expect("open");
-    let again = inbox.breaker().await.expect("read").expect("opened");
+    let again = breaker(inbox.pool(), inbox.consumer())
+        .await
+        .expect("read")
+        .expect("opened");
     assert!(again.holds());
     assert_eq!(again.reason, "half of 100 parked");
 }
@@ -2253,14 +2420,18 @@ async fn a_parked_records_dlq_copy_is_owed_until_marked_sent(pool: PgPool) {
     let mut batch = records(&[order("O-1", "SKU-A", 1), order("O-2", "SKU-A", 1)]);
     batch[1].payload = Some(b"{not json".to_vec());
     batch[1].key = Some(b"O-2".to_vec());
-    let outcome = inbox.apply(&batch, None).await.expect("applied");
+    let outcome = inbox.apply_records(&batch, None).await.expect("applied");
     let id = outcome.newly_parked[0].id.expect("the parked row's id");
     let partition = (batch[1].topic.clone(), batch[1].partition);
 
-    let owed = inbox
-        .copies_owed(std::slice::from_ref(&partition), &[])
-        .await
-        .expect("owed");
+    let owed = copies_owed(
+        inbox.pool(),
+        inbox.consumer(),
+        std::slice::from_ref(&partition),
+        &[],
+    )
+    .await
+    .expect("owed");
     assert_eq!(owed.len(), 1);
     let (row, record) = &owed[0];
     assert_eq!(
@@ -2274,23 +2445,35 @@ async fn a_parked_records_dlq_copy_is_owed_until_marked_sent(pool: PgPool) {
     );
     assert_eq!(record.key.as_deref(), Some(&b"O-2"[..]));
     // A copy on its way is not owed again; another partition owes nothing.
-    assert!(inbox
-        .copies_owed(std::slice::from_ref(&partition), &[id])
-        .await
-        .expect("owed")
-        .is_empty());
-    assert!(inbox
-        .copies_owed(&[(partition.0.clone(), partition.1 + 1)], &[])
-        .await
-        .expect("owed")
-        .is_empty());
+    assert!(copies_owed(
+        inbox.pool(),
+        inbox.consumer(),
+        std::slice::from_ref(&partition),
+        &[id]
+    )
+    .await
+    .expect("owed")
+    .is_empty());
+    assert!(copies_owed(
+        inbox.pool(),
+        inbox.consumer(),
+        &[(partition.0.clone(), partition.1 + 1)],
+        &[]
+    )
+    .await
+    .expect("owed")
+    .is_empty());
 
-    inbox.copies_sent(&[id]).await.expect("sent");
-    assert!(inbox
-        .copies_owed(std::slice::from_ref(&partition), &[])
-        .await
-        .expect("owed")
-        .is_empty());
+    copies_sent(inbox.pool(), &[id]).await.expect("sent");
+    assert!(copies_owed(
+        inbox.pool(),
+        inbox.consumer(),
+        std::slice::from_ref(&partition),
+        &[]
+    )
+    .await
+    .expect("owed")
+    .is_empty());
 }
 
 /// `event` written out again by its producer: other key order and spacing,
@@ -2320,7 +2503,7 @@ async fn a_redelivery_with_its_event_time_respelled_is_a_duplicate_not_a_conflic
     let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
     let original = order("O-1", "SKU-A", 2);
     inbox
-        .apply(&records(std::slice::from_ref(&original)), None)
+        .apply_records(&records(std::slice::from_ref(&original)), None)
         .await
         .expect("applied");
     // In a later batch, and within one batch after the first delivery.
@@ -2329,7 +2512,7 @@ async fn a_redelivery_with_its_event_time_respelled_is_a_duplicate_not_a_conflic
     again[0].payload = Some(respelled(&original));
     again[2].payload = Some(respelled(&second));
     assert_ne!(again[0].payload.as_deref(), Some(&original.to_json()[..]));
-    let outcome = inbox.apply(&again, None).await.expect("applied");
+    let outcome = inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
         (
             outcome.processed,
@@ -2343,7 +2526,7 @@ async fn a_redelivery_with_its_event_time_respelled_is_a_duplicate_not_a_conflic
     let mut later = original.clone();
     later.occurred_at += chrono::Duration::milliseconds(1);
     let outcome = inbox
-        .apply(&records_at(0, 4, &[later]), None)
+        .apply_records(&records_at(0, 4, &[later]), None)
         .await
         .expect("applied");
     assert_eq!(parked_of(&outcome), [(ParkReason::EventIdConflict, 4)]);

@@ -6,7 +6,6 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use chrono::NaiveDate;
-use inventory_inbox::batch::InboundRecord;
 use inventory_inbox::event;
 use inventory_inbox::store::{BatchOutcome, Inbox, StoreError};
 use sqlx::PgPool;
@@ -130,10 +129,10 @@ pub async fn apply(
     inbox: &Inbox,
     lanes: &Lanes,
 ) -> Vec<Result<BatchOutcome, StoreError>> {
-    let batches: Vec<Vec<InboundRecord>> = lanes
+    let batches: Vec<inventory_inbox::batch::Batch> = lanes
         .lanes
         .iter()
-        .map(|lane| lane.iter().map(inbound).collect())
+        .map(|lane| inbox.classify(lane.iter().map(inbound).collect()))
         .collect();
     if let [batch] = &batches[..] {
         return vec![inbox.apply(batch, None).await];

@@ -163,7 +163,11 @@ async fn measure(
     let inbox = Inbox::new(pool, consumer.to_owned());
     let started = Instant::now();
     for batch in records.chunks(batch_size) {
-        inbox.apply(batch, None).await.context("applying a batch")?;
+        let batch = inbox.classify(batch.to_vec());
+        inbox
+            .apply(&batch, None)
+            .await
+            .context("applying a batch")?;
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(Ceiling {
