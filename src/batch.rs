@@ -246,7 +246,7 @@ fn judge(
     decoded: impl Iterator<Item = (InboundRecord, Result<Decoded, Rejection>)>,
     window: &DedupWindow,
 ) -> Vec<Classified> {
-    let mut seen: HashSet<Uuid> = HashSet::new();
+    let mut seen: HashSet<Uuid> = HashSet::with_capacity(decoded.size_hint().0);
     decoded
         .map(|(record, decoded)| {
             let disposition = match &decoded {
