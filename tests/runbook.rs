@@ -107,3 +107,22 @@ fn the_panel_list_of_the_docs_names_every_panel() {
         "a panel named in the docs that the dashboard lacks"
     );
 }
+
+#[test]
+fn the_pull_request_template_asks_every_item_of_the_review_checklist() {
+    let checklist = read("docs/review-checklist.md");
+    let template = read(".github/pull_request_template.md");
+    let items: Vec<&str> = checklist
+        .lines()
+        .filter_map(|line| line.strip_prefix("## "))
+        .collect();
+    let asked: Vec<&str> = template
+        .lines()
+        .filter_map(|line| line.strip_prefix("- [ ] "))
+        .collect();
+    assert!(items.len() >= 8, "items found: {items:?}");
+    assert_eq!(
+        asked, items,
+        ".github/pull_request_template.md against the checklist"
+    );
+}
