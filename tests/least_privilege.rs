@@ -127,3 +127,109 @@ async fn the_retention_is_the_databases_and_only_migrate_changes_it() {
         .unwrap();
     assert_eq!(retention, 7);
 }
+
+/// A login role of the test that is a member of `role` (roles are
+/// cluster-wide: made once, by whichever test gets there first), and a
+/// pool of one connection to `db` as it.
+async fn connect_as_member_of(db: &TestDb, role: &str) -> sqlx::PgPool {
+    let login = format!("{role}_test");
+    let create = format!(
+        "DO $$ BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{login}') THEN
+             CREATE ROLE {login} LOGIN PASSWORD '{login}' IN ROLE {role};
+           END IF;
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+         END $$"
+    );
+    sqlx::query(&create)
+        .execute(&db.pool)
+        .await
+        .expect("a login role");
+    PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&format!(
+            "postgres://{login}:{login}@127.0.0.1:5432/{}",
+            db.name
+        ))
+        .await
+        .unwrap_or_else(|error| panic!("connect as a member of {role}: {error}"))
+}
+
+/// Parked rows keep customers' orders: `inventory_operator` reads them
+/// without their payload, headers and key, `inventory_parked_reader` with
+/// them, and neither writes anything.
+#[tokio::test]
+async fn only_the_parked_reader_reads_a_parked_records_payload() {
+    let db = TestDb::new().await;
+    sqlx::query(
+        "INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                                   reason, error, payload, headers, record_key)
+         VALUES (inbox_today(), 'c', 't', 0, 7, 'invalid_field', 'quantity must be positive',
+                 '{\"order_id\":\"o-1\"}', '{\"h\":\"v\"}', 'o-1')",
+    )
+    .execute(&db.pool)
+    .await
+    .expect("a parked row");
+    let operator = connect_as_member_of(&db, "inventory_operator").await;
+    let reader = connect_as_member_of(&db, "inventory_parked_reader").await;
+    let without_payload = "SELECT reason, error, kafka_offset FROM inbox_parked";
+    for pool in [&operator, &reader] {
+        let (reason, error, offset): (String, String, i64) = sqlx::query_as(without_payload)
+            .fetch_one(pool)
+            .await
+            .expect("the parked row without its payload");
+        assert_eq!(
+            (reason.as_str(), error.as_str(), offset),
+            ("invalid_field", "quantity must be positive", 7)
+        );
+        sqlx::query("SELECT count(*) FROM processed_inbox JOIN inbox_position ON true")
+            .fetch_one(pool)
+            .await
+            .expect("the ledger and positions");
+    }
+    for column in ["payload", "headers", "record_key", "*"] {
+        let statement = format!("SELECT {column} FROM inbox_parked");
+        let refused = sqlx::query(&statement)
+            .fetch_one(&operator)
+            .await
+            .expect_err(&statement);
+        assert_eq!(
+            refused
+                .as_database_error()
+                .and_then(|e| e.code())
+                .as_deref(),
+            Some("42501"),
+            "{statement}: {refused}"
+        );
+    }
+    let (payload, key): (Vec<u8>, Vec<u8>) =
+        sqlx::query_as("SELECT payload, record_key FROM inbox_parked")
+            .fetch_one(&reader)
+            .await
+            .expect("the reader reads the payload");
+    assert_eq!(
+        (payload.as_slice(), key.as_slice()),
+        (&b"{\"order_id\":\"o-1\"}"[..], &b"o-1"[..])
+    );
+    for statement in [
+        "UPDATE inbox_parked SET reason = 'x'",
+        "DELETE FROM inbox_parked",
+        "INSERT INTO inventory_stock (sku, on_hand) VALUES ('X', 1)",
+        "UPDATE inbox_position SET next_offset = 0",
+    ] {
+        for pool in [&operator, &reader] {
+            let refused = sqlx::query(statement)
+                .execute(pool)
+                .await
+                .expect_err(statement);
+            assert_eq!(
+                refused
+                    .as_database_error()
+                    .and_then(|e| e.code())
+                    .as_deref(),
+                Some("42501"),
+                "{statement}: {refused}"
+            );
+        }
+    }
+}
