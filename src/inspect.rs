@@ -26,6 +26,7 @@ use crate::kafka::{cluster, KafkaSettings};
 
 const LEDGER: &str = include_str!("../sql/inspect_ledger.sql");
 const LEDGER_AT: &str = include_str!("../sql/inspect_ledger_at.sql");
+const BUSINESS_DUPLICATES: &str = include_str!("../sql/inspect_business_duplicates.sql");
 const LINES: &str = include_str!("../sql/inspect_lines.sql");
 const PARKED: &str = include_str!("../sql/inspect_parked.sql");
 const POSITION: &str = include_str!("../sql/inspect_position.sql");
@@ -266,9 +267,19 @@ pub async fn inspect(
     };
     let mut ids: BTreeSet<Uuid> = match (subject, &order_lines) {
         (Subject::Event(id), _) => [*id].into(),
-        // The events of an order that wrote its lines; those that wrote
-        // none (business duplicates) are not indexed by order.
-        (Subject::Order(_), lines) => lines.iter().flatten().map(|l| l.message_id).collect(),
+        // The events of an order that wrote its lines, and its business
+        // duplicates, which wrote none.
+        (Subject::Order(order), lines) => {
+            let mut ids: BTreeSet<Uuid> = lines.iter().flatten().map(|l| l.message_id).collect();
+            ids.extend(
+                sqlx::query_scalar::<_, Uuid>(BUSINESS_DUPLICATES)
+                    .bind(consumer)
+                    .bind(order)
+                    .fetch_all(pool)
+                    .await?,
+            );
+            ids
+        }
         (Subject::Record { .. }, _) => held.iter().map(|e| e.message_id).collect(),
     };
     let (partition, offset) = match subject {

@@ -60,6 +60,30 @@ async fn an_event_an_order_and_a_record_are_answered_from_the_database() {
         verdict(&found).contains("each line once") && verdict(&found).contains(&event),
         "{found}"
     );
+    // Every event of the order, the business duplicate that wrote no line
+    // among them.
+    let statuses: Vec<(String, String)> = found["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["message_id"].as_str().unwrap().to_owned(),
+                row["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (event.clone(), "processed".to_owned()),
+            (
+                again.message_id.to_string(),
+                "business_duplicate".to_owned()
+            )
+        ],
+        "{found}"
+    );
 
     let found = inspected(&spec, &["--offset", "0:1"]);
     assert!(
