@@ -171,6 +171,12 @@ deploy-check:
 image-check: build services-up
 	scripts/image-check.sh
 
+# The schema the migrations build, in one file (docs/schema.sql, checked by
+# tests/schema_file.rs): run after adding a migration.
+.PHONY: schema
+schema: build services-up
+	scripts/schema.sh docs/schema.sql
+
 fmt:
 	$(CARGO) fmt --all
 

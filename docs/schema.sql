@@ -1,0 +1,1573 @@
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: inbox_batch_line; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.inbox_batch_line AS (
+	record_ord integer,
+	sku text,
+	quantity integer,
+	shared boolean
+);
+
+--
+-- Name: inbox_batch_partition; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.inbox_batch_partition AS (
+	topic text,
+	kafka_partition integer,
+	next_offset bigint,
+	expected bigint,
+	topic_id uuid
+);
+
+--
+-- Name: inbox_batch_record; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.inbox_batch_record AS (
+	topic text,
+	kafka_partition integer,
+	kafka_offset bigint,
+	kind text,
+	event_day date,
+	message_id uuid,
+	order_id text,
+	fingerprint bigint,
+	byte_hash bigint,
+	first_ord integer,
+	reason text,
+	error text,
+	payload bytea,
+	headers text,
+	record_key bytea
+);
+
+--
+-- Name: inbox_line_status; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.inbox_line_status AS ENUM (
+    'reserved',
+    'rejected'
+);
+
+--
+-- Name: inbox_clock_day(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_clock_day() RETURNS date
+    LANGUAGE sql
+    AS $$ SELECT (clock_timestamp() AT TIME ZONE 'UTC')::date $$;
+
+--
+-- Name: inbox_consumer_code(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_consumer_code(consumer_name text) RETURNS smallint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    found smallint;
+BEGIN
+    SELECT code INTO found FROM inbox_consumer WHERE name = consumer_name;
+    IF found IS NULL THEN
+        INSERT INTO inbox_consumer (name) VALUES (consumer_name) ON CONFLICT (name) DO NOTHING;
+        SELECT code INTO STRICT found FROM inbox_consumer WHERE name = consumer_name;
+    END IF;
+    RETURN found;
+END;
+$$;
+
+--
+-- Name: inbox_create_partitions(date, date); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_create_partitions(first_day date, last_day date) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    day date := first_day;
+    created integer := 0;
+    parent text;
+    name text;
+BEGIN
+    WHILE day <= last_day LOOP
+        FOREACH parent IN ARRAY ARRAY['processed_inbox', 'order_reservation', 'inbox_parked'] LOOP
+            CONTINUE WHEN parent = 'inbox_parked' AND day < inbox_today();
+            name := parent || '_p' || to_char(day, 'YYYYMMDD');
+            IF to_regclass(name) IS NULL THEN
+                IF parent = 'processed_inbox' THEN
+                    INSERT INTO inbox_ledger_filter (event_day) VALUES (day)
+                    ON CONFLICT (event_day) DO NOTHING;
+                END IF;
+                EXECUTE format(
+                    'CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                    name, parent, day, day + 1);
+                created := created + 1;
+            END IF;
+        END LOOP;
+        day := day + 1;
+    END LOOP;
+    RETURN created;
+END;
+$$;
+
+--
+-- Name: inbox_create_window(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_create_window(OUT locked boolean, OUT created integer) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    settings inbox_settings;
+BEGIN
+    created := 0;
+    locked := pg_try_advisory_xact_lock(hashtext('inventory-inbox:maintain'));
+    IF NOT locked THEN
+        RETURN;
+    END IF;
+    SELECT * INTO STRICT settings FROM inbox_settings;
+    created := inbox_create_partitions(inbox_today() - settings.retention_days,
+                                       inbox_today() + settings.premake_days);
+END;
+$$;
+
+--
+-- Name: inbox_drop_expired(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_drop_expired(OUT locked boolean, OUT dropped integer) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    settings inbox_settings;
+    day date;
+    name text;
+BEGIN
+    dropped := 0;
+    locked := pg_try_advisory_xact_lock(hashtext('inventory-inbox:maintain'));
+    IF NOT locked THEN
+        RETURN;
+    END IF;
+    SELECT * INTO STRICT settings FROM inbox_settings;
+    FOR day IN SELECT d FROM inbox_window_days() AS d
+               WHERE d < inbox_today() - settings.retention_days LOOP
+        EXECUTE format('DROP TABLE %I', 'processed_inbox_p' || to_char(day, 'YYYYMMDD'));
+        DELETE FROM inbox_ledger_filter f WHERE f.event_day = day;
+        dropped := dropped + 1;
+    END LOOP;
+    -- Rows of days whose partition is gone otherwise.
+    DELETE FROM inbox_ledger_filter f
+    WHERE f.event_day < inbox_today() - settings.retention_days
+      AND f.event_day NOT IN (SELECT d FROM inbox_window_days() AS d);
+    FOR day IN SELECT d FROM inbox_reservation_days() AS d
+               WHERE d < inbox_today() - settings.reservation_retention_days LOOP
+        name := 'order_reservation_p' || to_char(day, 'YYYYMMDD');
+        IF settings.reservation_expiry = 'detach' THEN
+            EXECUTE format('ALTER TABLE order_reservation DETACH PARTITION %I', name);
+        ELSE
+            EXECUTE format('DROP TABLE %I', name);
+        END IF;
+        dropped := dropped + 1;
+    END LOOP;
+END;
+$$;
+
+--
+-- Name: inbox_filter_mask(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_filter_mask(h2 bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN ((((((((1)::bigint << ((h2 & (63)::bigint))::integer) | ((1)::bigint << (((h2 >> 6) & (63)::bigint))::integer)) | ((1)::bigint << (((h2 >> 12) & (63)::bigint))::integer)) | ((1)::bigint << (((h2 >> 18) & (63)::bigint))::integer)) | ((1)::bigint << (((h2 >> 24) & (63)::bigint))::integer)) | ((1)::bigint << (((h2 >> 30) & (63)::bigint))::integer)) | ((1)::bigint << (((h2 >> 36) & (63)::bigint))::integer));
+
+--
+-- Name: inbox_first_come(bigint, integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_first_come(available bigint, quantities integer[]) RETURNS boolean[]
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+DECLARE
+    fits boolean[] := '{}';
+    quantity integer;
+BEGIN
+    FOREACH quantity IN ARRAY quantities LOOP
+        IF quantity <= available THEN
+            available := available - quantity;
+            fits := fits || true;
+        ELSE
+            fits := fits || false;
+        END IF;
+    END LOOP;
+    RETURN fits;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_closed_days(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_closed_days() RETURNS TABLE(event_day date, word_offset integer, width integer, filtered boolean)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d.event_day, l.word_offset, l.width,
+           coalesce(f.built_writes = f.late_writes AND l.built_at = f.built_at, false)
+    FROM inbox_window_days() AS d(event_day)
+    LEFT JOIN inbox_ledger_filter f ON f.event_day = d.event_day
+    LEFT JOIN (SELECT u.* FROM inbox_ledger_filter_layout AS layout,
+                      unnest(layout.days, layout.built_at, layout.offsets, layout.widths)
+                      AS u(event_day, built_at, word_offset, width)) AS l
+           ON l.event_day = d.event_day
+    WHERE d.event_day < inbox_today()
+      AND (f.built_writes IS NULL OR f.built_writes <> f.late_writes OR f.ids > 0)
+$$;
+
+--
+-- Name: inbox_ledger_filter_chunks(date, integer, bytea[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_chunks(day date, first integer, bits bytea[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    IF EXISTS (SELECT FROM unnest(bits) AS b
+               WHERE b IS NULL OR length(b) NOT BETWEEN 8 AND 3968 OR length(b) % 8 <> 0) THEN
+        RAISE EXCEPTION 'a ledger filter chunk is 1 to 496 words of 8 bytes';
+    END IF;
+    INSERT INTO inbox_ledger_filter_chunk AS c (event_day, chunk, bits)
+    SELECT day, first + (b.ord - 1)::integer, b.bits
+    FROM unnest(bits) WITH ORDINALITY AS b(bits, ord)
+    ON CONFLICT (event_day, chunk) DO UPDATE SET bits = EXCLUDED.bits;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_filter_close(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_close() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    today date;
+    closed integer;
+    xid xid8;
+BEGIN
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RETURN 0;
+    END IF;
+    today := inbox_clock_day();
+    IF NOT EXISTS (SELECT FROM inbox_ledger_filter f
+                   WHERE f.closed_xid IS NULL AND f.event_day < today) THEN
+        RETURN 0;
+    END IF;
+    xid := pg_current_xact_id();
+    UPDATE inbox_ledger_filter f
+    SET closed_xid = xid
+    WHERE f.closed_xid IS NULL AND f.event_day < today;
+    GET DIAGNOSTICS closed = ROW_COUNT;
+    RETURN closed;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_filter_layout_publish(integer, bigint, date[], timestamp with time zone[], integer[], integer[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_layout_publish(generation integer, slots bigint, days date[], built_at timestamp with time zone[], offsets integer[], widths integer[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    row_words integer := coalesce((SELECT sum(w) FROM unnest(widths) AS w), 0);
+BEGIN
+    IF cardinality(days) > 0 AND (SELECT count(*) FROM inbox_ledger_filter_slot s
+        WHERE s.generation = inbox_ledger_filter_layout_publish.generation
+          AND s.slot BETWEEN 0 AND slots - 1 AND cardinality(s.words) = row_words) <> slots THEN
+        RAISE EXCEPTION 'the layout % misses slots', generation;
+    END IF;
+    INSERT INTO inbox_ledger_filter_layout AS l
+           (one, generation, slots, days, built_at, offsets, widths)
+    VALUES (true, generation, slots, days, built_at, offsets, widths)
+    ON CONFLICT (one) DO UPDATE
+    SET generation = EXCLUDED.generation, slots = EXCLUDED.slots, days = EXCLUDED.days,
+        built_at = EXCLUDED.built_at, offsets = EXCLUDED.offsets, widths = EXCLUDED.widths;
+    DELETE FROM inbox_ledger_filter_slot s
+    WHERE s.generation <> inbox_ledger_filter_layout_publish.generation;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_filter_may_hold(date, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_may_hold(day date, id uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT s.words[d.word_offset + ((h.h / l.slots) % d.width)::integer + 1] & h.mask = h.mask
+    FROM inbox_ledger_closed_days() d
+    CROSS JOIN inbox_ledger_filter_layout l
+    CROSS JOIN LATERAL (SELECT uuid_hash_extended(id, 0) & 2147483647 AS h,
+                               inbox_filter_mask(uuid_hash_extended(id, 1)) AS mask) AS h
+    JOIN inbox_ledger_filter_slot s ON s.generation = l.generation AND s.slot = h.h % l.slots
+    WHERE d.event_day = day AND d.filtered
+$$;
+
+--
+-- Name: inbox_ledger_filter_publish(date, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    chunk_count integer := ((words + 495) / 496)::integer;
+BEGIN
+    DELETE FROM inbox_ledger_filter_chunk c WHERE c.event_day = day AND c.chunk >= chunk_count;
+    IF (SELECT coalesce(sum(length(c.bits)), 0) FROM inbox_ledger_filter_chunk c
+        WHERE c.event_day = day AND c.chunk BETWEEN 0 AND chunk_count - 1) <> words * 8 THEN
+        RAISE EXCEPTION 'the filter of % misses words', day;
+    END IF;
+    UPDATE inbox_ledger_filter f
+    SET built_writes = inbox_ledger_filter_publish.built_writes,
+        ids = inbox_ledger_filter_publish.ids,
+        chunks = chunk_count,
+        words = inbox_ledger_filter_publish.words,
+        built_at = clock_timestamp()
+    WHERE f.event_day = day;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_filter_slots(integer, integer, integer, bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_filter_slots(generation integer, first integer, row_words integer, words bigint[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    IF row_words < 1 OR cardinality(inbox_ledger_filter_slots.words) % row_words <> 0 THEN
+        RAISE EXCEPTION 'slot rows of % words from % words',
+            row_words, cardinality(inbox_ledger_filter_slots.words);
+    END IF;
+    INSERT INTO inbox_ledger_filter_slot AS s (generation, slot, words)
+    SELECT inbox_ledger_filter_slots.generation, first + n,
+           inbox_ledger_filter_slots.words[n * row_words + 1 : (n + 1) * row_words]
+    FROM generate_series(0, cardinality(inbox_ledger_filter_slots.words) / row_words - 1) AS n
+    ON CONFLICT ON CONSTRAINT inbox_ledger_filter_slot_pkey
+    DO UPDATE SET words = EXCLUDED.words;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_late_write(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_late_write() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    today date := inbox_clock_day();
+BEGIN
+    UPDATE inbox_ledger_filter f SET late_writes = f.late_writes + late.rows
+    FROM (SELECT event_day, count(*) AS rows FROM written
+          WHERE event_day < today GROUP BY event_day) AS late
+    WHERE f.event_day = late.event_day;
+    RETURN NULL;
+END;
+$$;
+
+--
+-- Name: inbox_ledger_seen(smallint, uuid[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid[]) RETURNS TABLE(message_id uuid, payload_hash bigint, topic smallint, kafka_partition integer, kafka_offset bigint, event_day date)
+    LANGUAGE plpgsql STABLE ROWS 10
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    today date := inbox_today();
+    -- The first day looked up in full: yesterday while it is not filtered.
+    full_from date;
+    -- The days before yesterday that are not filtered, looked up in full.
+    stale date[];
+    -- The filtered closed days and where their words are in the slots.
+    filtered date[];
+    word_offsets integer[];
+    widths integer[];
+    layout inbox_ledger_filter_layout;
+    hit_ids uuid[];
+    hit_days date[];
+    first_hit date;
+    last_hit date;
+BEGIN
+    SELECT CASE WHEN bool_or(c.event_day = today - 1 AND NOT c.filtered)
+                THEN today - 1 ELSE today END,
+           array_agg(c.event_day ORDER BY c.event_day)
+               FILTER (WHERE NOT c.filtered AND c.event_day < today - 1),
+           array_agg(c.event_day ORDER BY c.event_day) FILTER (WHERE c.filtered),
+           array_agg(c.word_offset ORDER BY c.event_day) FILTER (WHERE c.filtered),
+           array_agg(c.width ORDER BY c.event_day) FILTER (WHERE c.filtered)
+    INTO full_from, stale, filtered, word_offsets, widths
+    FROM inbox_ledger_closed_days() AS c;
+
+    RETURN QUERY
+    SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
+           p.event_day
+    FROM processed_inbox p
+    WHERE p.message_id = ANY (ids)
+      AND p.consumer = consumer_code
+      AND p.event_day >= full_from;
+
+    IF stale IS NOT NULL THEN
+        RETURN QUERY
+        SELECT p.message_id, p.payload_hash, p.topic, p.kafka_partition, p.kafka_offset,
+               p.event_day
+        FROM processed_inbox p
+        WHERE p.message_id = ANY (ids)
+          AND p.consumer = consumer_code
+          AND p.event_day = ANY (stale)
+          -- What the partitions are pruned by (not by `= ANY`).
+          AND p.event_day BETWEEN stale[1] AND today - 2;
+    END IF;
+
+    IF filtered IS NULL THEN
+        RETURN;
+    END IF;
+    -- The ids a filtered day may hold, with that day: each id's slot row
+    -- read once, one 64-bit word a day.
+    SELECT * INTO layout FROM inbox_ledger_filter_layout;
+    SELECT array_agg(i.id), array_agg(d.event_day), min(d.event_day), max(d.event_day)
+    INTO hit_ids, hit_days, first_hit, last_hit
+    FROM (SELECT id, uuid_hash_extended(id, 0) & 2147483647 AS h,
+                 inbox_filter_mask(uuid_hash_extended(id, 1)) AS mask
+          FROM unnest(ids) AS id) AS i
+    JOIN inbox_ledger_filter_slot s
+      ON s.generation = layout.generation AND s.slot = i.h % layout.slots
+    CROSS JOIN unnest(filtered, word_offsets, widths) AS d(event_day, word_offset, width)
+    WHERE s.words[d.word_offset + ((i.h / layout.slots) % d.width)::integer + 1]
+          & i.mask = i.mask;
+    IF hit_ids IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT x.message_id, x.payload_hash, x.topic, x.kafka_partition, x.kafka_offset,
+           x.event_day
+    FROM unnest(hit_ids, hit_days) AS o(message_id, event_day)
+    JOIN processed_inbox x ON x.message_id = o.message_id AND x.event_day = o.event_day
+    WHERE x.consumer = consumer_code
+      AND x.event_day BETWEEN first_hit AND last_hit;
+END;
+$$;
+
+--
+-- Name: inbox_parked_days(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_parked_days() RETURNS SETOF date
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d FROM inbox_partition_days('inbox_parked') AS d
+$$;
+
+--
+-- Name: inbox_parked_id(text, text, integer, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_parked_id(p_consumer text, p_topic text, p_partition integer, p_offset bigint) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    RETURN (SELECT min(x.id) FROM inbox_parked x
+            WHERE x.consumer = p_consumer AND x.topic = p_topic
+              AND x.kafka_partition = p_partition AND x.kafka_offset = p_offset);
+END
+$$;
+
+--
+-- Name: inbox_partition_days(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_partition_days(parent text) RETURNS SETOF date
+    LANGUAGE sql STABLE
+    AS $_$
+    SELECT substr(c.relname, length(parent) + 3)::date
+    FROM pg_inherits i
+    CROSS JOIN LATERAL (SELECT relname FROM pg_class WHERE oid = i.inhrelid OFFSET 0) AS c
+    WHERE i.inhparent = parent::regclass
+      AND c.relname ~ ('^' || parent || '_p[0-9]{8}$')
+    ORDER BY 1
+$_$;
+
+--
+-- Name: inbox_position_behind(text, integer, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_position_behind(p_topic text, p_partition integer, p_position bigint, p_expected bigint) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the database''s position of %/% is % but this consumer wrote %: the database went back',
+        p_topic, p_partition, coalesce(p_position::text, 'none'), p_expected
+        USING ERRCODE = 'IX001';
+END
+$$;
+
+--
+-- Name: inbox_position_moved(text, integer, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_position_moved(p_topic text, p_partition integer, p_position bigint, p_expected bigint, p_next bigint) RETURNS bigint
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF p_position IS DISTINCT FROM p_expected THEN
+        RAISE EXCEPTION 'an operator set the position of %/% to % since this consumer read or wrote %: the batch is not applied, and the partition is read from there',
+            p_topic, p_partition, p_position, coalesce(p_expected::text, 'none')
+            USING ERRCODE = 'IX001';
+    END IF;
+    RETURN greatest(p_position, p_next);
+END
+$$;
+
+--
+-- Name: inbox_prune_parked(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_prune_parked(max_rows integer, OUT deleted integer, OUT cleared integer) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    settings inbox_settings;
+    day date;
+    name text;
+    rows bigint;
+BEGIN
+    deleted := 0;
+    cleared := 0;
+    IF NOT pg_try_advisory_xact_lock(hashtext('inventory-inbox:maintain')) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO STRICT settings FROM inbox_settings;
+    FOR day IN SELECT d FROM inbox_parked_days() AS d
+               WHERE d < inbox_today() - settings.parked_retention_days LOOP
+        name := 'inbox_parked_p' || to_char(day, 'YYYYMMDD');
+        EXECUTE format('SELECT count(*) FROM %I', name) INTO rows;
+        EXECUTE format('DROP TABLE %I', name);
+        deleted := deleted + rows::integer;
+    END LOOP;
+    IF settings.parked_payload_days > 0 THEN
+        UPDATE inbox_parked SET payload = NULL
+        WHERE (id, parked_day) IN (
+            SELECT id, parked_day FROM inbox_parked
+            WHERE payload IS NOT NULL
+              AND parked_at < now() - make_interval(days => settings.parked_payload_days)
+            ORDER BY id
+            LIMIT greatest(max_rows, 1));
+        GET DIAGNOSTICS cleared = ROW_COUNT;
+    END IF;
+END;
+$$;
+
+--
+-- Name: inbox_refuse(text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_refuse(code text, message text, detail text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = code, MESSAGE = message, DETAIL = coalesce(detail, '');
+END
+$$;
+
+--
+-- Name: inbox_reservation_days(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservation_days() RETURNS SETOF date
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d FROM inbox_partition_days('order_reservation') AS d
+$$;
+
+--
+-- Name: inbox_reservations_of(text[], bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservations_of(orders text[], locked bigint) RETURNS TABLE(order_id text, sku text)
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    RETURN QUERY
+    SELECT DISTINCT o.order_id, o.sku
+    FROM order_reservation o
+    WHERE o.order_id = ANY (orders)
+      AND o.reserved_day >= (SELECT inbox_today() - s.retention_days FROM inbox_settings s);
+END;
+$$;
+
+--
+-- Name: inbox_today(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_today() RETURNS date
+    LANGUAGE sql STABLE
+    AS $$ SELECT (now() AT TIME ZONE 'UTC')::date $$;
+
+--
+-- Name: inbox_topic_code(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_topic_code(topic_name text) RETURNS smallint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    found smallint;
+BEGIN
+    SELECT code INTO found FROM inbox_topic WHERE name = topic_name;
+    IF found IS NULL THEN
+        INSERT INTO inbox_topic (name) VALUES (topic_name) ON CONFLICT (name) DO NOTHING;
+        SELECT code INTO STRICT found FROM inbox_topic WHERE name = topic_name;
+    END IF;
+    RETURN found;
+END;
+$$;
+
+--
+-- Name: inbox_window_days(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_window_days() RETURNS SETOF date
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d FROM inbox_partition_days('processed_inbox') AS d
+$$;
+
+--
+-- Name: inbox_write_day(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_write_day(parent text) RETURNS date
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    today date := inbox_today();
+BEGIN
+    IF to_regclass(parent || '_p' || to_char(today, 'YYYYMMDD')) IS NOT NULL THEN
+        RETURN today;
+    END IF;
+    RETURN (SELECT max(d) FROM inbox_partition_days(parent) AS d);
+END;
+$$;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: inbox_breaker; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_breaker (
+    consumer text NOT NULL,
+    opened_at timestamp with time zone NOT NULL,
+    reason text NOT NULL,
+    resumed_at timestamp with time zone,
+    resumed_by text
+);
+
+--
+-- Name: inbox_compacted; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_compacted (
+    index_name text NOT NULL,
+    bytes_before bigint NOT NULL,
+    bytes_after bigint NOT NULL,
+    compacted_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: inbox_consumer; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_consumer (
+    code smallint NOT NULL,
+    name text NOT NULL COLLATE pg_catalog."C"
+);
+
+--
+-- Name: inbox_consumer_code_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.inbox_consumer ALTER COLUMN code ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.inbox_consumer_code_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: inbox_topic; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_topic (
+    code smallint NOT NULL,
+    name text NOT NULL COLLATE pg_catalog."C"
+);
+
+--
+-- Name: processed_inbox; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.processed_inbox (
+    message_id uuid NOT NULL,
+    kafka_offset bigint NOT NULL,
+    payload_hash bigint NOT NULL,
+    processed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    event_day date NOT NULL,
+    kafka_partition integer NOT NULL,
+    status "char" NOT NULL,
+    consumer smallint NOT NULL,
+    topic smallint NOT NULL,
+    aggregate_id text NOT NULL COLLATE pg_catalog."C",
+    CONSTRAINT processed_inbox_status_check1 CHECK ((status = ANY (ARRAY['p'::"char", 'd'::"char"])))
+)
+PARTITION BY RANGE (event_day);
+
+--
+-- Name: inbox_ledger; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.inbox_ledger AS
+ SELECT l.event_day,
+    c.name AS consumer,
+    l.message_id,
+    'OrderPlaced'::text AS event_type,
+    l.aggregate_id,
+    t.name AS topic,
+    l.kafka_partition,
+    l.kafka_offset,
+        CASE l.status
+            WHEN 'p'::"char" THEN 'processed'::text
+            ELSE 'business_duplicate'::text
+        END AS status,
+    l.payload_hash,
+    l.processed_at
+   FROM ((public.processed_inbox l
+     JOIN public.inbox_consumer c ON ((c.code = l.consumer)))
+     JOIN public.inbox_topic t ON ((t.code = l.topic)));
+
+--
+-- Name: inbox_ledger_filter; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_ledger_filter (
+    event_day date NOT NULL,
+    late_writes bigint DEFAULT 0 NOT NULL,
+    built_writes bigint,
+    ids bigint,
+    chunks integer,
+    built_at timestamp with time zone,
+    closed_xid xid8,
+    words bigint
+);
+
+--
+-- Name: inbox_ledger_filter_chunk; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_ledger_filter_chunk (
+    event_day date NOT NULL,
+    chunk integer NOT NULL,
+    bits bytea NOT NULL
+);
+ALTER TABLE ONLY public.inbox_ledger_filter_chunk ALTER COLUMN bits SET STORAGE PLAIN;
+
+--
+-- Name: inbox_ledger_filter_layout; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_ledger_filter_layout (
+    one boolean DEFAULT true NOT NULL,
+    generation integer NOT NULL,
+    slots bigint NOT NULL,
+    days date[] NOT NULL,
+    built_at timestamp with time zone[] NOT NULL,
+    offsets integer[] NOT NULL,
+    widths integer[] NOT NULL,
+    CONSTRAINT inbox_ledger_filter_layout_one_check CHECK (one)
+);
+
+--
+-- Name: inbox_ledger_filter_slot; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_ledger_filter_slot (
+    generation integer NOT NULL,
+    slot integer NOT NULL,
+    words bigint[] NOT NULL
+);
+ALTER TABLE ONLY public.inbox_ledger_filter_slot ALTER COLUMN words SET STORAGE MAIN;
+
+--
+-- Name: inbox_parked; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_parked (
+    id bigint NOT NULL,
+    parked_day date NOT NULL,
+    consumer text NOT NULL,
+    topic text NOT NULL,
+    kafka_partition integer NOT NULL,
+    kafka_offset bigint NOT NULL,
+    message_id uuid,
+    reason text NOT NULL,
+    error text NOT NULL,
+    payload bytea,
+    headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+    parked_at timestamp with time zone DEFAULT now() NOT NULL,
+    replayed_at timestamp with time zone,
+    replay_outcome text,
+    trace_id text,
+    record_key bytea,
+    dlq_sent_at timestamp with time zone
+)
+PARTITION BY RANGE (parked_day);
+
+--
+-- Name: inbox_parked_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.inbox_parked_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: inbox_parked_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.inbox_parked_id_seq OWNED BY public.inbox_parked.id;
+
+--
+-- Name: inbox_position; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_position (
+    consumer text NOT NULL COLLATE pg_catalog."C",
+    topic text NOT NULL COLLATE pg_catalog."C",
+    kafka_partition integer NOT NULL,
+    next_offset bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    topic_id uuid,
+    moved_by_operator boolean DEFAULT false NOT NULL,
+    applied_through bigint,
+    CONSTRAINT inbox_position_next_offset_check CHECK ((next_offset >= 0))
+);
+
+--
+-- Name: inbox_settings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_settings (
+    singleton boolean DEFAULT true NOT NULL,
+    retention_days integer NOT NULL,
+    premake_days integer NOT NULL,
+    parked_retention_days integer NOT NULL,
+    parked_payload_days integer NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    reservation_retention_days integer DEFAULT 14 NOT NULL,
+    reservation_expiry text DEFAULT 'drop'::text NOT NULL,
+    CONSTRAINT inbox_settings_parked_payload_days_check CHECK (((parked_payload_days >= 0) AND (parked_payload_days <= 3650))),
+    CONSTRAINT inbox_settings_parked_retention_days_check CHECK (((parked_retention_days >= 1) AND (parked_retention_days <= 3650))),
+    CONSTRAINT inbox_settings_premake_days_check CHECK (((premake_days >= 1) AND (premake_days <= 30))),
+    CONSTRAINT inbox_settings_reservation_expiry_check CHECK ((reservation_expiry = ANY (ARRAY['drop'::text, 'detach'::text]))),
+    CONSTRAINT inbox_settings_reservation_retention_days_check CHECK (((reservation_retention_days >= 1) AND (reservation_retention_days <= 3650))),
+    CONSTRAINT inbox_settings_retention_days_check CHECK (((retention_days >= 1) AND (retention_days <= 3650))),
+    CONSTRAINT inbox_settings_singleton_check CHECK (singleton),
+    CONSTRAINT reservations_cover_the_window CHECK ((reservation_retention_days >= retention_days))
+);
+
+--
+-- Name: inbox_topic_code_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.inbox_topic ALTER COLUMN code ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.inbox_topic_code_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: inventory_stock; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inventory_stock (
+    sku text NOT NULL COLLATE pg_catalog."C",
+    on_hand bigint NOT NULL,
+    reserved bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT inventory_stock_on_hand_check CHECK ((on_hand >= 0)),
+    CONSTRAINT inventory_stock_reserved_check CHECK ((reserved >= 0)),
+    CONSTRAINT reserved_within_on_hand CHECK ((reserved <= on_hand))
+);
+
+--
+-- Name: order_reservation; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.order_reservation (
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    message_id uuid NOT NULL,
+    reserved_day date NOT NULL,
+    status public.inbox_line_status NOT NULL,
+    quantity smallint NOT NULL,
+    order_id text NOT NULL COLLATE pg_catalog."C",
+    sku text NOT NULL COLLATE pg_catalog."C",
+    CONSTRAINT order_reservation_quantity_check1 CHECK (((quantity >= 1) AND (quantity <= 10000)))
+)
+PARTITION BY RANGE (reserved_day);
+
+--
+-- Name: inbox_parked id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_parked ALTER COLUMN id SET DEFAULT nextval('public.inbox_parked_id_seq'::regclass);
+
+--
+-- Name: inbox_breaker inbox_breaker_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_breaker
+    ADD CONSTRAINT inbox_breaker_pkey PRIMARY KEY (consumer);
+
+--
+-- Name: inbox_compacted inbox_compacted_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_compacted
+    ADD CONSTRAINT inbox_compacted_pkey PRIMARY KEY (index_name);
+
+--
+-- Name: inbox_consumer inbox_consumer_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_consumer
+    ADD CONSTRAINT inbox_consumer_name_key UNIQUE (name);
+
+--
+-- Name: inbox_consumer inbox_consumer_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_consumer
+    ADD CONSTRAINT inbox_consumer_pkey PRIMARY KEY (code);
+
+--
+-- Name: inbox_ledger_filter_chunk inbox_ledger_filter_chunk_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_ledger_filter_chunk
+    ADD CONSTRAINT inbox_ledger_filter_chunk_pkey PRIMARY KEY (event_day, chunk);
+
+--
+-- Name: inbox_ledger_filter_layout inbox_ledger_filter_layout_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_ledger_filter_layout
+    ADD CONSTRAINT inbox_ledger_filter_layout_pkey PRIMARY KEY (one);
+
+--
+-- Name: inbox_ledger_filter inbox_ledger_filter_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_ledger_filter
+    ADD CONSTRAINT inbox_ledger_filter_pkey PRIMARY KEY (event_day);
+
+--
+-- Name: inbox_ledger_filter_slot inbox_ledger_filter_slot_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_ledger_filter_slot
+    ADD CONSTRAINT inbox_ledger_filter_slot_pkey PRIMARY KEY (generation, slot);
+
+--
+-- Name: inbox_parked inbox_parked_consumer_topic_kafka_partition_kafka_offset_pa_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_parked
+    ADD CONSTRAINT inbox_parked_consumer_topic_kafka_partition_kafka_offset_pa_key UNIQUE (consumer, topic, kafka_partition, kafka_offset, parked_day);
+
+--
+-- Name: inbox_parked inbox_parked_pkey1; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_parked
+    ADD CONSTRAINT inbox_parked_pkey1 PRIMARY KEY (id, parked_day);
+
+--
+-- Name: inbox_position inbox_position_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_position
+    ADD CONSTRAINT inbox_position_pkey PRIMARY KEY (consumer, topic, kafka_partition);
+
+--
+-- Name: inbox_settings inbox_settings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_settings
+    ADD CONSTRAINT inbox_settings_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: inbox_topic inbox_topic_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_topic
+    ADD CONSTRAINT inbox_topic_name_key UNIQUE (name);
+
+--
+-- Name: inbox_topic inbox_topic_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_topic
+    ADD CONSTRAINT inbox_topic_pkey PRIMARY KEY (code);
+
+--
+-- Name: inventory_stock inventory_stock_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inventory_stock
+    ADD CONSTRAINT inventory_stock_pkey PRIMARY KEY (sku);
+
+--
+-- Name: processed_inbox processed_inbox_pkey1; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.processed_inbox
+    ADD CONSTRAINT processed_inbox_pkey1 PRIMARY KEY (message_id, consumer, event_day);
+
+--
+-- Name: inbox_parked_consumer_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX inbox_parked_consumer_idx ON ONLY public.inbox_parked USING btree (consumer, reason, parked_at);
+
+--
+-- Name: inbox_parked_dlq_owed_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX inbox_parked_dlq_owed_idx ON ONLY public.inbox_parked USING btree (consumer, topic, kafka_partition, id) WHERE (dlq_sent_at IS NULL);
+
+--
+-- Name: inbox_parked_key_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX inbox_parked_key_idx ON ONLY public.inbox_parked USING btree (record_key);
+
+--
+-- Name: inbox_parked_message_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX inbox_parked_message_idx ON ONLY public.inbox_parked USING btree (message_id);
+
+--
+-- Name: inbox_parked_reason_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX inbox_parked_reason_idx ON ONLY public.inbox_parked USING btree (reason, parked_at);
+
+--
+-- Name: order_reservation_order_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX order_reservation_order_idx ON ONLY public.order_reservation USING btree (order_id);
+
+--
+-- Name: processed_inbox_business_duplicate_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX processed_inbox_business_duplicate_idx ON ONLY public.processed_inbox USING btree (aggregate_id) WHERE (status = 'd'::"char");
+
+--
+-- Name: processed_inbox_offset_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX processed_inbox_offset_idx ON ONLY public.processed_inbox USING brin (kafka_offset int8_minmax_multi_ops) WITH (autosummarize='on');
+
+--
+-- Name: processed_inbox inbox_ledger_late_write; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER inbox_ledger_late_write AFTER INSERT ON public.processed_inbox REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION public.inbox_ledger_late_write();
+
+--
+-- Name: inbox_ledger_filter_chunk inbox_ledger_filter_chunk_event_day_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_ledger_filter_chunk
+    ADD CONSTRAINT inbox_ledger_filter_chunk_event_day_fkey FOREIGN KEY (event_day) REFERENCES public.inbox_ledger_filter(event_day) ON DELETE CASCADE;
+
+--
+-- Name: FUNCTION inbox_clock_day(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_clock_day() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_consumer_code(consumer_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_consumer_code(consumer_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_consumer_code(consumer_name text) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_create_partitions(first_day date, last_day date); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_create_partitions(first_day date, last_day date) FROM PUBLIC;
+
+--
+-- Name: FUNCTION inbox_create_window(OUT locked boolean, OUT created integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_create_window(OUT locked boolean, OUT created integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_create_window(OUT locked boolean, OUT created integer) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_drop_expired(OUT locked boolean, OUT dropped integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_drop_expired(OUT locked boolean, OUT dropped integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_drop_expired(OUT locked boolean, OUT dropped integer) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_first_come(available bigint, quantities integer[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_first_come(available bigint, quantities integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_first_come(available bigint, quantities integer[]) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_closed_days(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_ledger_closed_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_filter_chunks(day date, first integer, bits bytea[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_chunks(day date, first integer, bits bytea[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_chunks(day date, first integer, bits bytea[]) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_filter_close(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_close() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_close() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_filter_layout_publish(generation integer, slots bigint, days date[], built_at timestamp with time zone[], offsets integer[], widths integer[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_layout_publish(generation integer, slots bigint, days date[], built_at timestamp with time zone[], offsets integer[], widths integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_layout_publish(generation integer, slots bigint, days date[], built_at timestamp with time zone[], offsets integer[], widths integer[]) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_filter_slots(generation integer, first integer, row_words integer, words bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_slots(generation integer, first integer, row_words integer, words bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_slots(generation integer, first integer, row_words integer, words bigint[]) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_ledger_late_write(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_late_write() FROM PUBLIC;
+
+--
+-- Name: FUNCTION inbox_ledger_seen(consumer_code smallint, ids uuid[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid[]) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_parked_days(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_parked_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_parked_id(p_consumer text, p_topic text, p_partition integer, p_offset bigint); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_parked_id(p_consumer text, p_topic text, p_partition integer, p_offset bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_partition_days(parent text); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_partition_days(parent text) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_position_behind(p_topic text, p_partition integer, p_position bigint, p_expected bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_position_behind(p_topic text, p_partition integer, p_position bigint, p_expected bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_position_behind(p_topic text, p_partition integer, p_position bigint, p_expected bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_position_moved(p_topic text, p_partition integer, p_position bigint, p_expected bigint, p_next bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_position_moved(p_topic text, p_partition integer, p_position bigint, p_expected bigint, p_next bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_position_moved(p_topic text, p_partition integer, p_position bigint, p_expected bigint, p_next bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_prune_parked(max_rows integer, OUT deleted integer, OUT cleared integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_prune_parked(max_rows integer, OUT deleted integer, OUT cleared integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_prune_parked(max_rows integer, OUT deleted integer, OUT cleared integer) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_refuse(code text, message text, detail text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_refuse(code text, message text, detail text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_refuse(code text, message text, detail text) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservation_days(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_reservation_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservations_of(orders text[], locked bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_reservations_of(orders text[], locked bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_reservations_of(orders text[], locked bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_today(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_today() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_topic_code(topic_name text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_topic_code(topic_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_topic_code(topic_name text) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_window_days(); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_window_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_write_day(parent text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_write_day(parent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_write_day(parent text) TO inventory_app;
+
+--
+-- Name: TABLE inbox_breaker; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.inbox_breaker TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_breaker TO inventory_operator;
+
+--
+-- Name: TABLE inbox_compacted; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_compacted TO inventory_app;
+
+--
+-- Name: TABLE inbox_consumer; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_consumer TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_consumer TO inventory_operator;
+
+--
+-- Name: TABLE inbox_topic; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_topic TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_topic TO inventory_operator;
+
+--
+-- Name: TABLE processed_inbox; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.processed_inbox TO inventory_app;
+GRANT SELECT ON TABLE public.processed_inbox TO inventory_operator;
+
+--
+-- Name: TABLE inbox_ledger; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_ledger TO inventory_app;
+
+--
+-- Name: TABLE inbox_ledger_filter; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_ledger_filter TO inventory_app;
+
+--
+-- Name: TABLE inbox_ledger_filter_chunk; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_ledger_filter_chunk TO inventory_app;
+
+--
+-- Name: TABLE inbox_ledger_filter_layout; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_ledger_filter_layout TO inventory_app;
+
+--
+-- Name: TABLE inbox_ledger_filter_slot; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_ledger_filter_slot TO inventory_app;
+
+--
+-- Name: TABLE inbox_parked; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.inbox_parked TO inventory_app;
+
+--
+-- Name: COLUMN inbox_parked.id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(id) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.parked_day; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(parked_day) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.consumer; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(consumer) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.topic; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(topic) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.kafka_partition; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(kafka_partition) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.kafka_offset; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(kafka_offset) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.message_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(message_id) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.reason; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(reason) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.error; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(error) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.payload; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(payload) ON TABLE public.inbox_parked TO inventory_parked_reader;
+
+--
+-- Name: COLUMN inbox_parked.headers; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(headers) ON TABLE public.inbox_parked TO inventory_parked_reader;
+
+--
+-- Name: COLUMN inbox_parked.parked_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(parked_at) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.replayed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(replayed_at) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.replay_outcome; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(replay_outcome) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.trace_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(trace_id) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.record_key; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(record_key) ON TABLE public.inbox_parked TO inventory_parked_reader;
+
+--
+-- Name: COLUMN inbox_parked.dlq_sent_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_app;
+GRANT SELECT(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: SEQUENCE inbox_parked_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.inbox_parked_id_seq TO inventory_app;
+
+--
+-- Name: TABLE inbox_position; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.inbox_position TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_position TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_position.next_offset; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(next_offset) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: COLUMN inbox_position.updated_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(updated_at) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: COLUMN inbox_position.topic_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(topic_id) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: COLUMN inbox_position.moved_by_operator; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(moved_by_operator) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: COLUMN inbox_position.applied_through; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(applied_through) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: TABLE inbox_settings; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_settings TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_settings TO inventory_operator;
+
+--
+-- Name: TABLE inventory_stock; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,UPDATE ON TABLE public.inventory_stock TO inventory_app;
+GRANT SELECT ON TABLE public.inventory_stock TO inventory_operator;
+
+--
+-- Name: TABLE order_reservation; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.order_reservation TO inventory_app;
+GRANT SELECT ON TABLE public.order_reservation TO inventory_operator;
+
+--
+-- PostgreSQL database dump complete
+--
+
