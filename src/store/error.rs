@@ -238,6 +238,25 @@ pub fn refusal(sqlstate: &str, message: &str) -> Option<String> {
     None
 }
 
+/// A TLS handshake that failed because the database's certificate was not
+/// trusted (`sslmode=verify-full` or `verify-ca`): one line naming the
+/// setting and OpenSSL's reason (e.g. "hostname mismatch", "unable to get
+/// local issuer certificate"); `None` for any other TLS failure.
+pub fn untrusted_certificate(message: &str) -> Option<String> {
+    if !message.contains("certificate verify failed") {
+        return None;
+    }
+    let reason = message
+        .rsplit_once('(')
+        .and_then(|(_, reason)| reason.strip_suffix(')'))
+        .unwrap_or("certificate verify failed");
+    Some(format!(
+        "DATABASE_URL: the database's TLS certificate is not trusted ({reason}): with \
+         sslmode=verify-full it must be signed by a CA of sslrootcert and name the host \
+         DATABASE_URL connects to"
+    ))
+}
+
 /// What to do with an error of this SQLSTATE on this table and constraint
 /// (as the server reports them: never by message text, which depends on
 /// the server's language).
@@ -287,8 +306,11 @@ impl From<sqlx::Error> for StoreError {
                 }
             }
             sqlx::Error::PoolTimedOut => transient("pool_timeout"),
+            sqlx::Error::Tls(tls) => match untrusted_certificate(&tls.to_string()) {
+                Some(refused) => StoreError::Refused(refused),
+                None => transient("connection"),
+            },
             sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
             | sqlx::Error::Protocol(_)
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => transient("connection"),
@@ -303,6 +325,20 @@ impl From<sqlx::Error> for StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_untrusted_certificate_is_one_line_with_openssls_reason() {
+        let failed = "error:0A000086:SSL routines:tls_post_process_server_certificate:\
+                      certificate verify failed:../ssl/statem/statem_clnt.c:1889: (hostname mismatch)";
+        let line = untrusted_certificate(failed).expect("refused");
+        assert!(
+            line.starts_with(
+                "DATABASE_URL: the database's TLS certificate is not trusted (hostname mismatch)"
+            ),
+            "{line}"
+        );
+        assert_eq!(untrusted_certificate("unexpected EOF while reading"), None);
+    }
 
     #[test]
     fn transient_codes_are_retried_under_their_reason() {

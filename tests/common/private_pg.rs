@@ -23,6 +23,9 @@ const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 const ROLE: &str = "inventory";
 const PASSWORD: &str = "inventory";
 const DATABASE: &str = "inventory";
+/// The login of a TLS server that proves itself by a client certificate
+/// (no password), a member of the service's runtime role.
+pub const CERT_ROLE: &str = "inventory_cert";
 /// The unprivileged user the server runs as when the tests run as root.
 pub(super) const SERVER_USER: &str = "postgres";
 
@@ -48,11 +51,16 @@ impl PrivatePostgres {
         PrivatePostgres::start_configured(extra_settings, false)
     }
 
-    /// The same, accepting TLS connections (`ssl = on`) with a self-signed
-    /// certificate made for it, and refusing any other TCP connection
-    /// (`hostssl` only in pg_hba.conf).
+    /// The same, accepting TLS connections (`ssl = on`) with a certificate
+    /// its own test CA signed (`make_certificate`), and refusing any other
+    /// TCP connection (`hostssl` only in pg_hba.conf).
     pub fn start_tls() -> PrivatePostgres {
-        PrivatePostgres::start_configured("ssl = on\n", true)
+        let server =
+            PrivatePostgres::start_configured("ssl = on\nssl_ca_file = 'root.crt'\n", true);
+        server.sql(&format!(
+            "CREATE ROLE {CERT_ROLE} LOGIN IN ROLE inventory_app"
+        ));
+        server
     }
 
     fn start_configured(extra_settings: &str, tls: bool) -> PrivatePostgres {
@@ -292,13 +300,36 @@ impl PrivatePostgres {
         self.dir.join("data").display().to_string()
     }
 
-    /// `server.crt` and `server.key` (PostgreSQL's default file names) in
-    /// the data directory, owned by the server user; and only TLS for TCP.
+    /// A test CA of this server's own and, signed by it, `server.crt` and
+    /// `server.key` (PostgreSQL's default file names) for the host name
+    /// `localhost` only, in the data directory, owned by the server user;
+    /// the CA as `root.crt` there too, so that a client certificate it
+    /// signed logs in (`cert` for [`CERT_ROLE`]); and only TLS for TCP.
+    /// What a client needs is in [`PrivatePostgres::tls_dir`]: `ca.crt`,
+    /// `other-ca.crt` (a CA that signed nothing of this server's), and
+    /// `client.crt`, `client.key` for [`CERT_ROLE`].
     fn make_certificate(&self) {
         let data = self.data_dir();
-        let output = as_server_user(
-            Path::new("/usr/bin/openssl"),
-            &[
+        let tls = self.tls_dir();
+        std::fs::create_dir_all(&tls).expect("the TLS directory");
+        let tls = tls.display().to_string();
+        let openssl = |args: &[&str]| {
+            let output = Command::new("/usr/bin/openssl")
+                .args(args)
+                .output()
+                .expect("run openssl");
+            assert!(
+                output.status.success(),
+                "openssl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        for (name, subject) in [
+            ("ca", "/CN=inventory-inbox test CA"),
+            ("other-ca", "/CN=another CA"),
+        ] {
+            openssl(&[
                 "req",
                 "-x509",
                 "-newkey",
@@ -307,20 +338,84 @@ impl PrivatePostgres {
                 "-days",
                 "1",
                 "-subj",
-                "/CN=127.0.0.1",
+                subject,
                 "-keyout",
-                &format!("{data}/server.key"),
+                &format!("{tls}/{name}.key"),
                 "-out",
-                &format!("{data}/server.crt"),
-            ],
-        )
-        .output()
-        .expect("run openssl");
-        assert!(
-            output.status.success(),
-            "openssl req failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+                &format!("{tls}/{name}.crt"),
+            ]);
+        }
+        // Signed by the CA: the server's certificate names `localhost` and
+        // no address, so a client that connects to 127.0.0.1 and checks
+        // the name finds another host's certificate; the client's names
+        // the role it logs in as.
+        for (name, subject, extensions) in [
+            ("server", "/CN=localhost", "subjectAltName=DNS:localhost"),
+            (
+                "client",
+                &*format!("/CN={CERT_ROLE}"),
+                "keyUsage=digitalSignature",
+            ),
+        ] {
+            openssl(&[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                subject,
+                "-keyout",
+                &format!("{tls}/{name}.key"),
+                "-out",
+                &format!("{tls}/{name}.csr"),
+            ]);
+            let extfile = format!("{tls}/{name}.ext");
+            std::fs::write(&extfile, format!("{extensions}\n")).expect("write the extensions");
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{tls}/{name}.csr"),
+                "-CA",
+                &format!("{tls}/ca.crt"),
+                "-CAkey",
+                &format!("{tls}/ca.key"),
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                &extfile,
+                "-out",
+                &format!("{tls}/{name}.crt"),
+            ]);
+        }
+        for (from, to) in [
+            ("server.crt", "server.crt"),
+            ("server.key", "server.key"),
+            ("ca.crt", "root.crt"),
+        ] {
+            std::fs::copy(format!("{tls}/{from}"), format!("{data}/{to}"))
+                .expect("copy into the data directory");
+        }
+        // The keys are read only by their owners: the server's by the
+        // server user, the client's by the tests' user (libpq's rule).
+        if is_root() {
+            let chown = Command::new("chown")
+                .arg(format!("{SERVER_USER}:{SERVER_USER}"))
+                .args([
+                    format!("{data}/server.crt"),
+                    format!("{data}/server.key"),
+                    format!("{data}/root.crt"),
+                ])
+                .status()
+                .expect("chown");
+            assert!(chown.success(), "chown the server's certificate");
+        }
+        use std::os::unix::fs::PermissionsExt;
+        for key in [format!("{data}/server.key"), format!("{tls}/client.key")] {
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod a key");
+        }
         let hba = Path::new(&data).join("pg_hba.conf");
         let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
         let text: String = text
@@ -328,8 +423,19 @@ impl PrivatePostgres {
             .filter(|line| !line.trim_start().starts_with("host"))
             .map(|line| format!("{line}\n"))
             .collect();
-        std::fs::write(&hba, text + "hostssl all all 127.0.0.1/32 trust\n")
-            .expect("write pg_hba.conf");
+        std::fs::write(
+            &hba,
+            text + &format!(
+                "hostssl all {CERT_ROLE} 127.0.0.1/32 cert\nhostssl all all 127.0.0.1/32 trust\n"
+            ),
+        )
+        .expect("write pg_hba.conf");
+    }
+
+    /// Where a client of a TLS server finds the CA and its certificates
+    /// (made by `start_tls`).
+    pub fn tls_dir(&self) -> PathBuf {
+        self.dir.join("tls")
     }
 
     /// Runs a PostgreSQL program as the server user; panics with its output
