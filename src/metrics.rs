@@ -20,8 +20,8 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -58,6 +58,8 @@ pub struct Metrics {
     pub reservation_lines: IntCounterVec,
     pub batch_size: Histogram,
     pub batch_duration: Histogram,
+    /// The batch statement's round trip, by consumer name.
+    pub statement_duration: HistogramVec,
     pub end_to_end_latency: Histogram,
     pub db_retries: IntCounterVec,
     pub offset_commit_failures: IntCounter,
@@ -144,6 +146,16 @@ impl Registrar<'_> {
                 .expect("valid metric"),
         )
     }
+
+    fn histogram_vec(&self, name: &str, help: &str, label: &str, buckets: &[f64]) -> HistogramVec {
+        self.register(
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                &[label],
+            )
+            .expect("valid metric"),
+        )
+    }
 }
 
 impl Metrics {
@@ -181,6 +193,13 @@ impl Metrics {
             batch_duration: add.histogram(
                 "inbox_batch_duration_seconds",
                 "From the first record of a batch polled to its database commit.",
+                &LATENCY_BUCKETS,
+            ),
+            statement_duration: add.histogram_vec(
+                "inbox_db_statement_duration_seconds",
+                "The batch statement's round trip, sent to answered, its commit included: \
+                 the database's share of a batch.",
+                "consumer",
                 &LATENCY_BUCKETS,
             ),
             end_to_end_latency: add.histogram(

@@ -5,25 +5,34 @@
 //! behind) and the Kafka side's (a rebalance, an offset commit failed, a
 //! position gap, a DLQ copy failed) alike.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::event::ParkReason;
 use crate::metrics::Metrics;
 use crate::parked::ParkedRow;
 use crate::store::BatchOutcome;
 
-/// One transaction committed: its size, and the time since its round's
-/// first record was polled.
-pub(crate) struct BatchCommitted {
+/// One transaction committed: its size, the time since its round's first
+/// record was polled, and the round trip of each of its statements, under
+/// the consumer's name.
+pub(crate) struct BatchCommitted<'a> {
     pub size: usize,
     pub started: Instant,
+    pub statements: &'a [Duration],
+    pub consumer: &'a str,
 }
 
-impl BatchCommitted {
+impl BatchCommitted<'_> {
     pub fn emit(&self, metrics: &Metrics) {
         let elapsed = self.started.elapsed();
         metrics.batch_size.observe(self.size as f64);
         metrics.batch_duration.observe(elapsed.as_secs_f64());
+        let statement = metrics
+            .statement_duration
+            .with_label_values(&[self.consumer]);
+        for round_trip in self.statements {
+            statement.observe(round_trip.as_secs_f64());
+        }
         tracing::debug!(
             records = self.size,
             elapsed_ms = elapsed.as_secs_f64() * 1e3,

@@ -57,6 +57,10 @@ impl From<store::StoreError> for ServiceError {
 pub async fn run(args: RunArgs, telemetry: Telemetry) -> Result<(), ServiceError> {
     let kafka = args.kafka_settings(std::env::vars())?;
     let metrics = Metrics::new();
+    // The consumer's statement series exists from the first scrape, at zero.
+    metrics
+        .statement_duration
+        .with_label_values(&[args.inbox_consumer_name.as_str()]);
     let listener =
         metrics::bind(args.metrics_addr)
             .await

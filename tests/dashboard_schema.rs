@@ -31,7 +31,7 @@ fn the_dashboard_is_valid_by_grafanas_schema() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(String::from_utf8_lossy(&output.stdout).contains("26 panels, valid"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("27 panels, valid"));
 }
 
 #[test]

@@ -55,6 +55,8 @@ impl Pipeline {
                     BatchCommitted {
                         size: batch.len(),
                         started,
+                        statements: &done.statement_times,
+                        consumer: self.inbox.consumer(),
                     }
                     .emit(&self.metrics);
                     (Some(batch), done, None)
@@ -96,6 +98,8 @@ impl Pipeline {
                     BatchCommitted {
                         size: batch.len(),
                         started,
+                        statements: &done.statement_times,
+                        consumer: self.inbox.consumer(),
                     }
                     .emit(&self.metrics);
                     outcome.absorb(done);

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::pool::PoolConnection;
@@ -55,6 +56,10 @@ pub struct BatchOutcome {
     /// offsets, given only once its database transaction committed (none
     /// for a replay, which moves no position).
     pub to_commit: BTreeMap<PartitionKey, i64>,
+    /// The round trip of each batch statement that committed (one a
+    /// batch; more when it was applied in parts): sent → its answer, the
+    /// commit included.
+    pub statement_times: Vec<Duration>,
 }
 
 impl BatchOutcome {
@@ -74,6 +79,7 @@ impl BatchOutcome {
             let entry = self.to_commit.entry(key).or_insert(next);
             *entry = (*entry).max(next);
         }
+        self.statement_times.extend(other.statement_times);
     }
 
     /// The outcome of a batch whose earlier try may have committed with its
@@ -247,10 +253,12 @@ impl BatchWriter {
             }
         };
         let partitions = partition_arguments(positions, guard);
+        let sent = Instant::now();
         let result = self
             .pool
             .answered(self.apply_alone(&mut connection, part.items(), partitions, trace_id))
             .await;
+        let round_trip = sent.elapsed();
         if matches!(
             result,
             Err(StoreError::Transient {
@@ -264,8 +272,9 @@ impl BatchWriter {
             return result;
         }
         let result = match result {
-            Ok(outcome) => {
+            Ok(mut outcome) => {
                 guard.wrote(positions);
+                outcome.statement_times.push(round_trip);
                 Ok(outcome)
             }
             Err(StoreError::PositionBehind(_)) => Err(guard
