@@ -10,10 +10,10 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-ceiling bench-scale profile soak bench-network chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-ceiling bench-scale profile soak bench-network bench-deploy chaos fuzz deploy-check image-check
 
 help:
-	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-ceiling | bench-scale | profile | soak | bench-network | chaos | fuzz | fmt | lint | deploy-check | image-check"
+	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-ceiling | bench-scale | profile | soak | bench-network | bench-deploy | chaos | fuzz | fmt | lint | deploy-check | image-check"
 
 # System packages the Rust build needs (librdkafka with TLS).
 deps:
@@ -137,6 +137,14 @@ soak: build services-up
 # loopback run; figures to .local/bench/network.json.
 bench-network: build services-up
 	scripts/bench-network.sh
+
+# Deploys under load (docs/deploy.md#deploys-under-load): three members at
+# 1,400 events/s rolled (pod-start gaps 0, 2, 10 s) and scaled 3 -> 6 -> 3,
+# with a baseline, the configuration of deploy/ beside the old one,
+# alternating; every phase reconciled. Figures to .local/bench/deploy.json.
+# About half an hour (BENCH_DEPLOY_ROUNDS=1 halves it).
+bench-deploy: build services-up
+	scripts/bench-deploy.sh
 
 # Faults under load, each reconciled: consumers killed, a rebalance storm,
 # PostgreSQL restarted, the broker killed, a replay, a database failover to a

@@ -79,6 +79,10 @@ enum Command {
     /// under load, then the database checked against the reference model fed
     /// with what the topic holds. Exits 1 when they differ.
     Explore(commands::explore::ExploreArgs),
+    /// Deploys under load: a group of consumers rolled and scaled as a
+    /// StatefulSet does it, per configuration (variants alternating), with
+    /// a baseline; prints a table. Exits 1 when a phase fails to reconcile.
+    Deploy(commands::deploy::DeployArgs),
 }
 
 /// The service binary's allocator, so that `db-ceiling` measures its batch
@@ -95,6 +99,7 @@ async fn main() -> ExitCode {
             Command::Profile(args) => commands::profile::profile(args).await,
             Command::Chaos(args) => commands::chaos::chaos(args).await,
             Command::Explore(args) => commands::explore::explore(args).await,
+            Command::Deploy(args) => commands::deploy::deploy(args).await,
         }
     };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.

@@ -6,6 +6,7 @@
 
 pub mod chaos;
 pub mod db_ceiling;
+pub mod deploy;
 pub mod explore;
 pub mod flags;
 pub mod profile;

@@ -1,9 +1,10 @@
 //! What a person gets from a run: the JSON report of docs/design.md#load-generator with a summary
 //! on the terminal and the picture beside the report; for a chaos run, its
-//! table and JSON report.
+//! table and JSON report; for a deploy run, the same.
 
 pub mod chaos_report;
 pub mod chart;
+pub mod deploy_report;
 pub mod report;
 
 use std::path::Path;
