@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::event::ParkReason;
 use crate::metrics::Metrics;
 use crate::parked::ParkedRow;
-use crate::store::BatchOutcome;
+use crate::store::{BatchOutcome, Decision, DecisionOutcome};
 
 /// One transaction committed: its size, the time since its round's first
 /// record was polled, and the round trip of each of its statements, under
@@ -41,10 +41,23 @@ impl BatchCommitted<'_> {
     }
 }
 
+/// The target of the decision log: one line per record, at `debug`, with
+/// what its batch decided (processed, duplicate, business duplicate, id
+/// conflict, parked). Off at the default level (`info`); on with
+/// `RUST_LOG=info,inventory_inbox::decision=debug`.
+pub const DECISIONS: &str = "inventory_inbox::decision";
+
+/// Whether the decision log is on: a batch gathers its decisions only then.
+pub fn decisions_logged() -> bool {
+    tracing::enabled!(target: DECISIONS, tracing::Level::DEBUG)
+}
+
 /// What a round's committed batches did: outcome counters and end-to-end
-/// latency, then one [`RecordParked`] per record parked now.
+/// latency, then one [`RecordParked`] per record parked now, and one line
+/// of the decision log per record while it is on.
 pub(crate) struct RoundApplied<'a> {
     pub outcome: &'a BatchOutcome,
+    pub consumer: &'a str,
 }
 
 impl RoundApplied<'_> {
@@ -73,6 +86,45 @@ impl RoundApplied<'_> {
         for row in &outcome.newly_parked {
             RecordParked { row }.emit(metrics);
         }
+        for decision in &outcome.decisions {
+            RecordDecided {
+                decision,
+                consumer: self.consumer,
+            }
+            .emit();
+        }
+    }
+}
+
+/// One record's line of the decision log: its outcome, event id, order,
+/// position, the consumer's name, the event's type and schema version, and
+/// a parked record's reason (its error class); never a payload.
+pub(crate) struct RecordDecided<'a> {
+    pub decision: &'a Decision,
+    pub consumer: &'a str,
+}
+
+impl RecordDecided<'_> {
+    pub fn emit(&self) {
+        let decision = self.decision;
+        let error_class = match decision.outcome {
+            DecisionOutcome::Parked(reason) => reason.as_str(),
+            _ => "",
+        };
+        tracing::debug!(
+            target: DECISIONS,
+            outcome = decision.outcome.as_str(),
+            message_id = decision.message_id.map(|id| id.to_string()).unwrap_or_default(),
+            order_id = decision.order_id.as_deref().unwrap_or_default(),
+            topic = %decision.topic,
+            partition = decision.partition,
+            offset = decision.offset,
+            consumer = self.consumer,
+            event_type = crate::event::EVENT_TYPE,
+            schema_version = crate::event::SCHEMA_VERSION,
+            error_class,
+            "record decided"
+        );
     }
 }
 

@@ -67,9 +67,7 @@ impl ParkedRow {
         order_id: Option<&str>,
     ) -> Self {
         let payload = record.payload.as_deref().unwrap_or_default();
-        let order_id = order_id
-            .map(str::to_owned)
-            .or_else(|| record.key.as_deref().map(log_text));
+        let order_id = order_for_log(record, order_id);
         ParkedRow {
             id: None,
             topic: record.topic.clone(),
@@ -213,6 +211,15 @@ fn trace_header(headers: &[Header]) -> Option<String> {
 }
 
 /// Bytes from a record as a bounded, printable line of text.
+/// The order a log line names for a record: its event's when it was
+/// decoded, else the record key (the order id, SPEC §4), as text fit for a
+/// log line.
+pub fn order_for_log(record: &InboundRecord, order_id: Option<&str>) -> Option<String> {
+    order_id
+        .map(str::to_owned)
+        .or_else(|| record.key.as_deref().map(log_text))
+}
+
 fn log_text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .chars()

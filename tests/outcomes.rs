@@ -468,3 +468,85 @@ async fn a_database_error_that_is_not_the_records_fault_stalls_instead_of_parkin
     assert!(db.parked().await.is_empty());
     consumer.stop().await;
 }
+
+/// The decision log: with `inventory_inbox::decision=debug`, one line per
+/// record saying what its batch decided, with its event id, order,
+/// position, the consumer's name, the event's type and schema version, and
+/// a parked record's reason; at the default level, none.
+#[tokio::test]
+async fn each_records_decision_is_logged_only_when_asked() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 100)]).await;
+    let first = order("ORD-D1", &[("SKU-A", 1)]);
+    let again = order("ORD-D1", &[("SKU-A", 1)]);
+    let mut reused = order("ORD-D2", &[("SKU-A", 5)]);
+    reused.message_id = first.message_id;
+    let records = [
+        Outgoing::event(&first),
+        Outgoing::event(&first),
+        Outgoing::event(&again),
+        Outgoing::raw("ORD-D3", b"junk"),
+        Outgoing::event(&reused),
+    ];
+    produce(&producer(), &topic, &records).await;
+    let spec =
+        ConsumerSpec::new(&db, &topic).env("RUST_LOG", "info,inventory_inbox::decision=debug");
+    let consumer = spec.start();
+    wait_committed(&spec, 5).await;
+    let path = consumer.log.clone();
+    consumer.stop().await;
+    let log = std::fs::read_to_string(path).expect("the consumer's log");
+    let decided: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("record decided"))
+        .collect();
+    let expected = [
+        ("processed", first.message_id.to_string(), "ORD-D1", ""),
+        ("duplicate", first.message_id.to_string(), "ORD-D1", ""),
+        (
+            "business_duplicate",
+            again.message_id.to_string(),
+            "ORD-D1",
+            "",
+        ),
+        ("parked", String::new(), "ORD-D3", "malformed_json"),
+        (
+            "id_conflict",
+            first.message_id.to_string(),
+            "ORD-D2",
+            "event_id_conflict",
+        ),
+    ];
+    assert_eq!(decided.len(), expected.len(), "one line a record:\n{log}");
+    for (offset, (line, (outcome, id, order_id, error_class))) in
+        decided.iter().zip(expected).enumerate()
+    {
+        for field in [
+            format!("outcome=\"{outcome}\""),
+            format!("message_id=\"{id}\""),
+            format!("order_id=\"{order_id}\""),
+            format!("offset={offset} "),
+            "consumer=\"inventory-allocation-service\"".to_owned(),
+            "event_type=\"OrderPlaced\"".to_owned(),
+            "schema_version=1".to_owned(),
+            format!("error_class=\"{error_class}\""),
+        ] {
+            assert!(line.contains(&field), "{field} in {line}");
+        }
+        assert!(!line.contains("junk"), "no payload: {line}");
+    }
+
+    // At the default level: no decision line, the parked record's own line
+    // still there.
+    let topic = fresh_topic(1).await;
+    produce(&producer(), &topic, &records).await;
+    let spec = ConsumerSpec::new(&db, &topic).env("RUST_LOG", "info");
+    let consumer = spec.start();
+    wait_committed(&spec, 5).await;
+    let path = consumer.log.clone();
+    consumer.stop().await;
+    let log = std::fs::read_to_string(path).expect("the consumer's log");
+    assert!(!log.contains("record decided"), "{log}");
+    assert!(log.contains("record parked"), "{log}");
+}

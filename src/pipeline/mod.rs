@@ -289,7 +289,11 @@ impl Pipeline {
     ) {
         self.metrics.lag_clock.holding(poll.carry.iter());
         let committed = self.offsets.advance(&outcome.to_commit);
-        RoundApplied { outcome }.emit(&self.metrics);
+        RoundApplied {
+            outcome,
+            consumer: self.inbox.consumer(),
+        }
+        .emit(&self.metrics);
         failpoint.abort_after_db_commit();
         if let Some(dlq) = &self.dlq {
             publish_parked(dlq, batches, outcome);

@@ -60,6 +60,46 @@ pub struct BatchOutcome {
     /// batch; more when it was applied in parts): sent → its answer, the
     /// commit included.
     pub statement_times: Vec<Duration>,
+    /// Each record's decision, in poll order, only while the decision log
+    /// is on ([`crate::observe::DECISIONS`]): nothing is gathered for it
+    /// otherwise.
+    pub decisions: Vec<Decision>,
+}
+
+/// What a batch decided for one record, for its line of the decision log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub outcome: DecisionOutcome,
+    pub message_id: Option<Uuid>,
+    pub order_id: Option<String>,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// A duplicate whose ledger row is the record's own (its position):
+    /// processed by an earlier try whose answer was lost, if this batch's
+    /// was.
+    pub own_write: bool,
+}
+
+/// A record's outcome (SPEC §6), with a parked record's reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionOutcome {
+    Processed,
+    Duplicate,
+    BusinessDuplicate,
+    Parked(ParkReason),
+}
+
+impl DecisionOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionOutcome::Processed => "processed",
+            DecisionOutcome::Duplicate => "duplicate",
+            DecisionOutcome::BusinessDuplicate => "business_duplicate",
+            DecisionOutcome::Parked(ParkReason::EventIdConflict) => "id_conflict",
+            DecisionOutcome::Parked(_) => "parked",
+        }
+    }
 }
 
 impl BatchOutcome {
@@ -80,6 +120,7 @@ impl BatchOutcome {
             *entry = (*entry).max(next);
         }
         self.statement_times.extend(other.statement_times);
+        self.decisions.extend(other.decisions);
     }
 
     /// The outcome of a batch whose earlier try may have committed with its
@@ -94,6 +135,11 @@ impl BatchOutcome {
         self.fresh_event_times.extend(own);
         self.newly_parked
             .extend(std::mem::take(&mut self.parked_before));
+        for decision in &mut self.decisions {
+            if decision.own_write {
+                decision.outcome = DecisionOutcome::Processed;
+            }
+        }
         self
     }
 }
@@ -679,6 +725,9 @@ fn batch_outcome(
         lines_rejected: applied.lines_rejected as u64,
         ..BatchOutcome::default()
     };
+    if crate::observe::decisions_logged() {
+        outcome.decisions = decisions(batch, &applied);
+    }
     let event_time = |ord: i64| item(ord).event().map(|order| order.occurred_at);
     outcome.fresh_event_times = applied.fresh.into_iter().filter_map(event_time).collect();
     outcome.same_record_duplicates = applied
@@ -715,6 +764,50 @@ fn batch_outcome(
         }
     }
     Ok(outcome)
+}
+
+/// Each record's decision, in poll order: fresh (processed, or a business
+/// duplicate), parked with its reason, else a duplicate.
+fn decisions(batch: &[Classified], applied: &Applied) -> Vec<Decision> {
+    let ords = |list: &[i64]| -> std::collections::HashSet<usize> {
+        list.iter().map(|ord| *ord as usize).collect()
+    };
+    let (fresh, business, own) = (
+        ords(&applied.fresh),
+        ords(&applied.business_duplicates),
+        ords(&applied.same_record_duplicates),
+    );
+    let parked: HashMap<usize, &str> = applied
+        .parked_ords
+        .iter()
+        .map(|ord| *ord as usize)
+        .zip(applied.parked_reasons.iter().map(String::as_str))
+        .collect();
+    (1..)
+        .zip(batch)
+        .map(|(ord, item)| {
+            let outcome = if let Some(reason) = parked.get(&ord) {
+                DecisionOutcome::Parked(
+                    ParkReason::from_code(reason).unwrap_or(ParkReason::DbRejected),
+                )
+            } else if business.contains(&ord) {
+                DecisionOutcome::BusinessDuplicate
+            } else if fresh.contains(&ord) {
+                DecisionOutcome::Processed
+            } else {
+                DecisionOutcome::Duplicate
+            };
+            Decision {
+                outcome,
+                message_id: item.message_id(),
+                order_id: parked::order_for_log(&item.record, item.order_id()),
+                topic: item.record.topic.clone(),
+                partition: item.record.partition,
+                offset: item.record.offset,
+                own_write: own.contains(&ord),
+            }
+        })
+        .collect()
 }
 
 /// The record parked `db_rejected` without its payload, key or headers, which
