@@ -33,6 +33,10 @@ pub struct KafkaSettings {
 /// garble the words around it.
 const SCRUBBED_FROM_LENGTH: usize = 8;
 
+/// The classic protocol's heartbeat: a member that leaves hands its
+/// partitions over within about this long (docs/deploy.md#deploys-under-load).
+const CLASSIC_HEARTBEAT_INTERVAL_MS: &str = "250";
+
 /// Property keys whose values are secrets at any length.
 const SECRET_PROPERTY_MARKERS: [&str; 5] = ["password", "secret", "token", "jaas", "key"];
 
@@ -98,11 +102,14 @@ impl KafkaSettings {
             .set("max.partition.fetch.bytes", "32768");
         match self.group_protocol {
             // Incremental rebalances: a member keeps its partitions while
-            // others join or leave.
-            GroupProtocol::Classic => {
-                config.set("partition.assignment.strategy", "cooperative-sticky")
-            }
-            // The broker assigns, incrementally too.
+            // others join or leave. The heartbeat is how soon the others
+            // learn that a member left (a deploy's SIGTERM) and take its
+            // partitions: librdkafka's 3 s default stalls them for seconds.
+            GroupProtocol::Classic => config
+                .set("partition.assignment.strategy", "cooperative-sticky")
+                .set("heartbeat.interval.ms", CLASSIC_HEARTBEAT_INTERVAL_MS),
+            // The broker assigns, incrementally too, and sets the heartbeat
+            // (group.consumer.heartbeat.interval.ms; docs/deploy.md).
             GroupProtocol::Consumer => config.set("group.protocol", "consumer"),
         };
         for (key, value) in &self.properties {
@@ -130,6 +137,21 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_classic_heartbeat_is_short_and_the_consumer_protocol_leaves_it_to_the_broker() {
+        let classic = settings(&[]).consumer_config("group");
+        assert_eq!(classic.get("heartbeat.interval.ms"), Some("250"));
+        let operator = settings(&[("heartbeat.interval.ms", "1000")]).consumer_config("group");
+        assert_eq!(operator.get("heartbeat.interval.ms"), Some("1000"));
+        let consumer = KafkaSettings {
+            group_protocol: GroupProtocol::Consumer,
+            ..settings(&[])
+        }
+        .consumer_config("group");
+        assert_eq!(consumer.get("group.protocol"), Some("consumer"));
+        assert_eq!(consumer.get("heartbeat.interval.ms"), None);
     }
 
     #[test]
