@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::event::ParkReason;
 use crate::metrics::Metrics;
 use crate::parked::ParkedRow;
-use crate::store::{BatchOutcome, Decision, DecisionOutcome};
+use crate::store::{BatchOutcome, Decision, DecisionOutcome, DECISIONS};
 
 /// One transaction committed: its size, the time since its round's first
 /// record was polled, and the round trip of each of its statements, under
@@ -39,17 +39,6 @@ impl BatchCommitted<'_> {
             "batch committed"
         );
     }
-}
-
-/// The target of the decision log: one line per record, at `debug`, with
-/// what its batch decided (processed, duplicate, business duplicate, id
-/// conflict, parked). Off at the default level (`info`); on with
-/// `RUST_LOG=info,inventory_inbox::decision=debug`.
-pub const DECISIONS: &str = "inventory_inbox::decision";
-
-/// Whether the decision log is on: a batch gathers its decisions only then.
-pub fn decisions_logged() -> bool {
-    tracing::enabled!(target: DECISIONS, tracing::Level::DEBUG)
 }
 
 /// What a round's committed batches did: outcome counters and end-to-end

@@ -61,9 +61,22 @@ pub struct BatchOutcome {
     /// commit included.
     pub statement_times: Vec<Duration>,
     /// Each record's decision, in poll order, only while the decision log
-    /// is on ([`crate::observe::DECISIONS`]): nothing is gathered for it
+    /// is on ([`DECISIONS`]): nothing is gathered for it
     /// otherwise.
     pub decisions: Vec<Decision>,
+}
+
+/// The target of the decision log: one line per record, at `debug`, with
+/// what its batch decided (processed, duplicate, business duplicate, id
+/// conflict, parked). Off at the default level (`info`); on with
+/// `RUST_LOG=info,inventory_inbox::decision=debug`. Here, below the
+/// observer that writes it (`crate::observe`), because a batch asks it
+/// whether to gather its decisions at all.
+pub const DECISIONS: &str = "inventory_inbox::decision";
+
+/// Whether the decision log is on: a batch gathers its decisions only then.
+fn decisions_logged() -> bool {
+    tracing::enabled!(target: DECISIONS, tracing::Level::DEBUG)
 }
 
 /// What a batch decided for one record, for its line of the decision log.
@@ -725,7 +738,7 @@ fn batch_outcome(
         lines_rejected: applied.lines_rejected as u64,
         ..BatchOutcome::default()
     };
-    if crate::observe::decisions_logged() {
+    if decisions_logged() {
         outcome.decisions = decisions(batch, &applied);
     }
     let event_time = |ord: i64| item(ord).event().map(|order| order.occurred_at);

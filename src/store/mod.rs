@@ -48,7 +48,7 @@ mod round_trips;
 mod schema;
 mod window_cache;
 
-pub use apply::{BatchOutcome, BatchWriter, Decision, DecisionOutcome};
+pub use apply::{BatchOutcome, BatchWriter, Decision, DecisionOutcome, DECISIONS};
 pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
 pub use dlq::{copies_owed, copies_sent};
 pub use error::{StoreError, RETRY_REASONS};
