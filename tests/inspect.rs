@@ -61,8 +61,9 @@ async fn an_event_an_order_and_a_record_are_answered_from_the_database() {
         "{found}"
     );
     // Every event of the order, the business duplicate that wrote no line
-    // among them.
-    let statuses: Vec<(String, String)> = found["ledger"]
+    // among them. One statement wrote both rows, in message id order: the
+    // ledger lists them as written, so they are compared as a set.
+    let statuses: std::collections::BTreeSet<(String, String)> = found["ledger"]
         .as_array()
         .unwrap()
         .iter()
@@ -81,7 +82,8 @@ async fn an_event_an_order_and_a_record_are_answered_from_the_database() {
                 again.message_id.to_string(),
                 "business_duplicate".to_owned()
             )
-        ],
+        ]
+        .into(),
         "{found}"
     );
 
