@@ -391,12 +391,14 @@ impl BatchWriter {
 
     /// Applies `batch` as one statement the way `apply` does, under
     /// `EXPLAIN (ANALYZE, BUFFERS, SUMMARY, FORMAT JSON)`, and returns the
-    /// plan with the time of each node (`inbox-loadgen profile`,
-    /// docs/benchmarks.md). `generic`: the plan the service runs (prepared
-    /// once per connection, one plan for every batch), else one planned for
-    /// this batch's values. The batch is applied and committed as by
-    /// `apply`; the positions it wrote are not remembered (the next batch
-    /// is not checked against them).
+    /// plan with its `Steps`: the milliseconds of each step of the batch
+    /// function, by name, as it timed them when asked to
+    /// (`inbox.step_times`; `inbox-loadgen profile`, docs/benchmarks.md).
+    /// `generic`: the plans the service runs (prepared once per
+    /// connection, one plan for every batch), else ones planned for this
+    /// batch's values. The batch is applied and committed as by `apply`;
+    /// the positions it wrote are not remembered (the next batch is not
+    /// checked against them).
     pub async fn explain(
         &self,
         batch: &Batch,
@@ -413,6 +415,9 @@ impl BatchWriter {
         let arguments = Arguments::new(batch.items(), partitions);
         let statement = self.statement();
         let mut connection = self.pool.acquire().await?;
+        sqlx::raw_sql("BEGIN; SET LOCAL inbox.step_times = on")
+            .execute(&mut *connection)
+            .await?;
         let row = if generic {
             let prepared: i64 =
                 sqlx::query_scalar("SELECT count(*) FROM pg_prepared_statements WHERE name = $1")
@@ -443,7 +448,23 @@ impl BatchWriter {
                 .fetch_one(&mut *connection)
                 .await?
         };
-        Ok(row.try_get(0)?)
+        let mut plan: serde_json::Value = row.try_get(0)?;
+        let steps: Option<String> =
+            sqlx::query_scalar("SELECT current_setting('inbox.step_times_of_batch', true)")
+                .fetch_one(&mut *connection)
+                .await?;
+        sqlx::raw_sql("COMMIT").execute(&mut *connection).await?;
+        let steps = steps
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| StoreError::Unexpected {
+                sqlstate: String::new(),
+                message: format!("the batch function's step times: {e}"),
+            })?
+            .unwrap_or(serde_json::Value::Null);
+        plan[0]["Steps"] = steps;
+        Ok(plan)
     }
 }
 

@@ -2,13 +2,14 @@
 //! docs/benchmarks.md): batches of fresh events of the `db-ceiling` mix,
 //! each applied under `EXPLAIN (ANALYZE, BUFFERS)` ([`Inbox::explain`]), at
 //! several batch sizes; per size, the mean planning and execution time and
-//! the mean time of each step (CTE) of `sql/apply_batch.sql` on its own.
+//! the mean time of each step of the batch function (`inbox_apply_batch`,
+//! migrations/20261206000008), as the function times them when asked
+//! (`inbox.step_times`).
 //!
-//! A step's own time is its node's total time less the steps it evaluated
-//! first (a CTE runs when it is first read, inside the step that reads it).
-//! The plan is the one the service runs: prepared once, generic (the same
-//! plan for every batch), unless --custom-plans. The times are those of
-//! executing it, with the clock reads of ANALYZE added.
+//! The plans are the ones the service runs: prepared once, generic (the
+//! same plan for every batch), unless --custom-plans. The times are those
+//! of executing them, with the clock reads of ANALYZE and of the steps'
+//! marks added.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -142,7 +143,7 @@ fn mean_profile(plans: &[Value]) -> Result<Profile> {
         sum.execution += number(top, "Execution Time");
         let plan = &top["Plan"];
         sum.start_and_end += (number(top, "Execution Time") - inclusive(plan)).max(0.0);
-        for (order, (name, own)) in own_times(plan).into_iter().enumerate() {
+        for (order, (name, own)) in own_times(top).into_iter().enumerate() {
             let entry = steps.entry(name).or_insert((order, 0.0));
             entry.1 += own;
         }
@@ -164,83 +165,15 @@ fn mean_profile(plans: &[Value]) -> Result<Profile> {
     })
 }
 
-/// Each CTE's own time in one plan, in the order of the statement, then
-/// the final SELECT's as `(result)`.
-fn own_times(plan: &Value) -> Vec<(String, f64)> {
-    let mut ctes: Vec<(String, &Value)> = Vec::new();
-    collect_ctes(plan, &mut ctes);
-    let total: BTreeMap<&str, f64> = ctes
-        .iter()
-        .map(|(name, node)| (name.as_str(), inclusive(node)))
-        .collect();
-    let own = |node: &Value| {
-        // The CTEs this node read first: the scan's time holds the CTE's.
-        let mut scans: BTreeMap<String, f64> = BTreeMap::new();
-        scanned(node, &mut scans);
-        collect_scans(node, &mut scans);
-        let evaluated: f64 = scans
-            .iter()
-            .filter_map(|(name, read)| {
-                let cte = *total.get(name.as_str())?;
-                (*read >= 0.9 * cte).then_some(cte)
-            })
-            .sum();
-        (inclusive(node) - evaluated).max(0.0)
-    };
-    let mut times: Vec<(String, f64)> = ctes
-        .iter()
-        .map(|(name, node)| (name.clone(), own(node)))
-        .collect();
-    // The final SELECT: the plan's root without its CTE definitions.
-    let definitions: f64 = times.iter().map(|(_, ms)| ms).sum();
-    times.push(("(result)".into(), (inclusive(plan) - definitions).max(0.0)));
-    times
-}
-
-/// The CTE definitions (InitPlans named `CTE x`) anywhere under `node`.
-fn collect_ctes<'a>(node: &'a Value, out: &mut Vec<(String, &'a Value)>) {
-    for child in children(node) {
-        match child.get("Subplan Name").and_then(Value::as_str) {
-            Some(name) if name.starts_with("CTE ") => {
-                out.push((name["CTE ".len()..].to_owned(), child));
-            }
-            _ => {}
-        }
-        collect_ctes(child, out);
-    }
-}
-
-/// The time of each `CTE Scan` under `node`, by CTE (the longest read of
-/// each), not descending into the definitions of CTEs.
-fn collect_scans(node: &Value, out: &mut BTreeMap<String, f64>) {
-    for child in children(node) {
-        let defines = child
-            .get("Subplan Name")
-            .and_then(Value::as_str)
-            .is_some_and(|name| name.starts_with("CTE "));
-        if defines {
-            continue;
-        }
-        scanned(child, out);
-        collect_scans(child, out);
-    }
-}
-
-/// When `node` is a `CTE Scan`, its time, kept as its CTE's longest read.
-fn scanned(node: &Value, out: &mut BTreeMap<String, f64>) {
-    if node.get("Node Type").and_then(Value::as_str) == Some("CTE Scan") {
-        if let Some(name) = node.get("CTE Name").and_then(Value::as_str) {
-            let entry = out.entry(name.to_owned()).or_insert(0.0);
-            *entry = entry.max(inclusive(node));
-        }
-    }
-}
-
-fn children(node: &Value) -> impl Iterator<Item = &Value> {
-    node.get("Plans")
-        .and_then(Value::as_array)
+/// Each step's time in one batch, in the order the batch function ran
+/// them (the `Steps` it timed: `[name, ms]` pairs).
+fn own_times(explained: &Value) -> Vec<(String, f64)> {
+    explained["Steps"]
+        .as_array()
         .into_iter()
         .flatten()
+        .filter_map(|step| Some((step[0].as_str()?.to_owned(), step[1].as_f64()?)))
+        .collect()
 }
 
 /// A node's total time over all its loops, in milliseconds.
