@@ -114,8 +114,9 @@ fn refusal(
     if let Some(reason) = after(text, "Failed to acquire SASL OAUTHBEARER token: ") {
         let reason = scrub(reason);
         return Some(if reason.contains("unexpired token") {
+            let ago = expired_for(&reason).map_or(String::new(), |s| format!(" {s} s ago"));
             format!(
-                "{OIDC_TOKEN_ENDPOINT}: the token endpoint handed out an OAUTHBEARER token that has already expired ({reason}): check the identity provider's token lifetime and both clocks ({DOC})"
+                "{OIDC_TOKEN_ENDPOINT}: the token endpoint handed out an OAUTHBEARER token that expired{ago}, by this host's clock: check the identity provider's token lifetime and both clocks ({DOC})"
             )
         } else {
             format!(
@@ -201,6 +202,20 @@ fn report_in(text: &str) -> Option<Report> {
     } else {
         None
     }
+}
+
+/// How long ago, in seconds, the token librdkafka refused had expired
+/// ("Must supply an unexpired token: now=1796595224284ms,
+/// exp=1796595164000ms").
+fn expired_for(reason: &str) -> Option<i64> {
+    let millis = |marker: &str| -> Option<i64> {
+        after(reason, marker)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((millis("now=")? - millis("exp=")?) / 1000)
 }
 
 /// What follows `marker` in `text`.
@@ -389,7 +404,7 @@ mod tests {
             (&scram, "sasl_ssl://127.0.0.1:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured (after 54ms in state SSL_HANDSHAKE)", SSL_CA_LOCATION),
             (&mtls, "ssl://127.0.0.1:9094/bootstrap: Receive failed: error:0A000412:SSL routines::sslv3 alert bad certificate: SSL alert number 42 (after 2ms in state APIVERSION_QUERY)", SSL_CERTIFICATE_LOCATION),
             (&oidc, "Failed to acquire SASL OAUTHBEARER token: {\"error\":\"invalid_client\"}", OIDC_CLIENT_SECRET),
-            (&oidc, "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now 2ms, exp 1ms", OIDC_TOKEN_ENDPOINT),
+            (&oidc, "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now=1796595224284ms, exp=1796595164000ms", OIDC_TOKEN_ENDPOINT),
             (&oidc, "sasl_ssl://127.0.0.1:9095/bootstrap: SASL authentication error: {\"status\":\"invalid_token\"} (after 3ms in state AUTH_REQ)", OIDC_TOKEN_ENDPOINT),
             (&security("sasl_plaintext", "PLAIN", false), "SASL PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: broker's supported mechanisms:  (after 26ms in state AUTH_HANDSHAKE)", SECURITY_PROTOCOL),
             (&scram, "SASL SCRAM-SHA-512 mechanism handshake failed: Broker: Unsupported SASL mechanism: broker's supported mechanisms: PLAIN", SASL_MECHANISM),
@@ -398,6 +413,11 @@ mod tests {
         }
         let line = refusal(&scram, "SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 318ms in state AUTH_REQ)", &[], str::to_owned).unwrap();
         assert!(!line.contains("after 318ms"), "{line}");
+        let expired = refusal(&oidc, "Failed to acquire SASL OAUTHBEARER token: Must supply an unexpired token: now=1796595224284ms, exp=1796595164000ms", &[], str::to_owned).unwrap();
+        assert!(
+            expired.contains("expired 60 s ago, by this host's clock"),
+            "{expired}"
+        );
     }
 
     #[test]
