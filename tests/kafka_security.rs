@@ -15,7 +15,8 @@ mod common;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::private_kafka_secure::{
-    SecureKafka, CLIENT_ID, CLIENT_SECRET, EXPIRED_CLIENT_ID, SCRAM_PASSWORD, SCRAM_USER,
+    SecureKafka, CLIENT_ID, CLIENT_SECRET, EXPIRED_CLIENT_ID, OTHER_AUDIENCE_CLIENT_ID,
+    SCRAM_PASSWORD, SCRAM_USER,
 };
 use common::*;
 
@@ -185,8 +186,10 @@ async fn consumes_through(
 /// Runs the consumer through `bootstrap` with `properties`, at trace level,
 /// until it stops; then `positions list`, at the default level. Each must
 /// fail within seconds with one line (the same) that starts with the
-/// setting `names`, and no secret of `secrets` anywhere. Returns the line.
+/// setting `names`, and no secret of `secrets`, nor any token the identity
+/// provider gave, anywhere. Returns the line.
 async fn refused(
+    kafka: &SecureKafka,
     db: &TestDb,
     topic: &str,
     bootstrap: &str,
@@ -218,7 +221,12 @@ async fn refused(
         errors[0],
         "{names}: positions list says the same, alone"
     );
-    for secret in secrets {
+    let tokens = kafka.idp.tokens();
+    for secret in secrets
+        .iter()
+        .copied()
+        .chain(tokens.iter().map(String::as_str))
+    {
         for text in [&log, &out, &err] {
             assert!(!text.contains(secret), "{names}: a secret in: {text}");
         }
@@ -333,6 +341,7 @@ async fn a_refused_scram_login_an_untrusted_broker_and_a_plaintext_client_are_on
         ),
     ] {
         let line = refused(
+            kafka,
             &db,
             &topic,
             &kafka.scram,
@@ -388,7 +397,7 @@ async fn mutual_tls_without_a_trusted_client_certificate_is_one_line() {
             "certificate is not trusted",
         ),
     ] {
-        let line = refused(&db, &topic, &kafka.mtls, properties, names, &[]).await;
+        let line = refused(kafka, &db, &topic, &kafka.mtls, properties, names, &[]).await;
         assert!(line.contains(says), "{case}: {line}");
     }
 }
@@ -401,6 +410,7 @@ async fn a_token_endpoint_that_refuses_and_an_expired_token_are_one_line_each() 
     const WRONG: &str = "Wrong-Oidc-S3cret-19f2";
     let refused_before = kafka.idp.refused();
     let line = refused(
+        kafka,
         &db,
         &topic,
         &kafka.oauth,
@@ -423,6 +433,7 @@ async fn a_token_endpoint_that_refuses_and_an_expired_token_are_one_line_each() 
     );
 
     let line = refused(
+        kafka,
         &db,
         &topic,
         &kafka.oauth,
@@ -436,6 +447,35 @@ async fn a_token_endpoint_that_refuses_and_an_expired_token_are_one_line_each() 
         "{line}"
     );
     for token in kafka.idp.issued(EXPIRED_CLIENT_ID) {
+        assert!(!line.contains(&token.token));
+    }
+}
+
+/// A token for another audience: the token endpoint gives it, the brokers
+/// refuse it.
+#[tokio::test]
+async fn a_token_the_brokers_refuse_is_one_line() {
+    let kafka = SecureKafka::shared();
+    let topic = create_topic_at(&kafka.plaintext, "orders_refused", 1, &[]).await;
+    let db = TestDb::new().await;
+    let line = refused(
+        kafka,
+        &db,
+        &topic,
+        &kafka.oauth,
+        oidc(kafka, OTHER_AUDIENCE_CLIENT_ID),
+        "KAFKA_PROPERTY_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL",
+        &[CLIENT_SECRET],
+    )
+    .await;
+    assert!(
+        line.contains("the cluster refused the OAUTHBEARER token")
+            && line.contains("invalid_token"),
+        "{line}"
+    );
+    let issued = kafka.idp.issued(OTHER_AUDIENCE_CLIENT_ID);
+    assert!(!issued.is_empty(), "a token was given");
+    for token in issued {
         assert!(!line.contains(&token.token));
     }
 }

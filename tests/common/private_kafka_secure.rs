@@ -34,6 +34,9 @@ pub const CLIENT_ID: &str = "inventory-inbox";
 pub const CLIENT_SECRET: &str = "Oidc-S3cret-c4a9";
 /// A client the token endpoint answers with tokens that expired already.
 pub const EXPIRED_CLIENT_ID: &str = "inventory-inbox-expired";
+/// A client the token endpoint answers with tokens for another audience,
+/// which the brokers refuse.
+pub const OTHER_AUDIENCE_CLIENT_ID: &str = "inventory-inbox-elsewhere";
 /// How long a token of the token endpoint is valid: librdkafka fetches the
 /// next at 80 % of it, so a test of a few of these sees refreshes.
 pub const TOKEN_LIFETIME: Duration = Duration::from_secs(10);
@@ -79,7 +82,7 @@ impl SecureKafka {
                 .name("secure-kafka".into())
                 .spawn(move || {
                     let result = std::panic::catch_unwind(SecureKafka::start);
-                    let failed = result.is_err();
+                    let running = result.is_ok();
                     let _ = started.send(result.map_err(|panic| {
                         panic
                             .downcast_ref::<String>()
@@ -89,8 +92,10 @@ impl SecureKafka {
                     }));
                     // The JVM dies with this thread: it lives as long as
                     // the binary.
-                    while !failed {
-                        std::thread::park();
+                    if running {
+                        loop {
+                            std::thread::park();
+                        }
                     }
                 })
                 .expect("start the broker's thread");
@@ -326,6 +331,12 @@ impl IdentityProvider {
             .collect()
     }
 
+    /// Every token given, to any client.
+    pub fn tokens(&self) -> Vec<String> {
+        let issued = self.issued.lock().expect("issued tokens");
+        issued.iter().map(|issued| issued.token.clone()).collect()
+    }
+
     /// How many token requests were refused.
     pub fn refused(&self) -> usize {
         self.refused.lock().expect("refused requests").len()
@@ -370,9 +381,11 @@ impl IdentityProvider {
     }
 
     /// A token for a known client with the right secret (one that already
-    /// expired for [`EXPIRED_CLIENT_ID`]), else 401 `invalid_client`.
+    /// expired for [`EXPIRED_CLIENT_ID`], one for another audience for
+    /// [`OTHER_AUDIENCE_CLIENT_ID`]), else 401 `invalid_client`.
     fn token_response(&self, authorization: &str) -> (&'static str, String) {
-        let client = [CLIENT_ID, EXPIRED_CLIENT_ID].into_iter().find(|id| {
+        let clients = [CLIENT_ID, EXPIRED_CLIENT_ID, OTHER_AUDIENCE_CLIENT_ID];
+        let client = clients.into_iter().find(|id| {
             authorization
                 == format!(
                     "Basic {}",
@@ -397,8 +410,13 @@ impl IdentityProvider {
         };
         let seconds = |t: SystemTime| t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs();
         let header = serde_json::json!({"alg": "RS256", "kid": "test-key", "typ": "JWT"});
+        let audience = if client_id == OTHER_AUDIENCE_CLIENT_ID {
+            "another-cluster"
+        } else {
+            AUDIENCE
+        };
         let claims = serde_json::json!({
-            "sub": client_id, "iss": ISSUER, "aud": AUDIENCE,
+            "sub": client_id, "iss": ISSUER, "aud": audience,
             "iat": seconds(now), "exp": seconds(expires),
         });
         let signed = format!(
@@ -435,7 +453,7 @@ fn base64(bytes: &[u8]) -> String {
             c => c,
         })
         .collect();
-    while text.len() % 4 != 0 {
+    while !text.len().is_multiple_of(4) {
         text.push('=');
     }
     text
