@@ -118,7 +118,8 @@ fn records_on(kafka: &SecureKafka, topic: &str) -> i64 {
 /// Through the listener of `bootstrap` with `properties`: the consumer
 /// applies 8 events once and parks a malformed record, whose copy its DLQ
 /// producer sends; then `positions list` and `inspect --offset` answer
-/// through it. No secret of `secrets` in any output.
+/// through it. No secret of `secrets` in any output, the consumer's at
+/// trace level.
 async fn consumes_through(
     kafka: &SecureKafka,
     bootstrap: &str,
@@ -136,7 +137,7 @@ async fn consumes_through(
 
     let mut spec = spec_through(&db, &topic, bootstrap, &properties);
     spec.dlq_topic = dlq.clone();
-    let consumer = spec.start();
+    let consumer = spec.clone().env("RUST_LOG", "trace").start();
     wait_for_ledger(&db, 8, Duration::from_secs(60)).await;
     wait_until(
         Duration::from_secs(30),
@@ -266,7 +267,7 @@ async fn oauthbearer_tokens_of_the_oidc_endpoint_are_fetched_and_refreshed() {
     let producer = producer_at(&kafka.plaintext);
     produce(&producer, &topic, &orders("OIDC", 0..5)).await;
     let spec = spec_through(&db, &topic, &kafka.oauth, &oidc(kafka, CLIENT_ID));
-    let consumer = spec.start();
+    let consumer = spec.clone().env("RUST_LOG", "trace").start();
     wait_for_ledger(&db, 5, Duration::from_secs(60)).await;
 
     let at_start = kafka.idp.issued(CLIENT_ID);
