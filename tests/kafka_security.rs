@@ -217,7 +217,10 @@ async fn refused(
         "{names} not named first: {line}"
     );
     let asked = std::time::Instant::now();
-    let (ok, out, err) = spec.cli("positions", &["list"]);
+    let (ok, out, err) = spec
+        .clone()
+        .env("RUST_LOG", "info")
+        .cli("positions", &["list"]);
     let took = asked.elapsed();
     assert!(!ok, "{names}: positions list answered: {out}");
     assert_eq!(
