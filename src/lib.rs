@@ -23,7 +23,8 @@
 //! - [`observe`]: each operational event, its log line and metrics together.
 //! - [`shutdown`]: stopping, as one small type passed down.
 //! - [`kafka`]: settings, the offset-commit path, rebalances, where
-//!   partitions start (the database's positions), probes, DLQ.
+//!   partitions start (the database's positions), probes, DLQ, and what a
+//!   cluster's refusal (login, certificate, protocol) tells the operator.
 //! - [`inspect`]: `inventory-inbox inspect`, one event, order or record.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.

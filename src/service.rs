@@ -269,7 +269,9 @@ async fn consume(
 
 /// Stops the start when the topic to read, or the DLQ topic, does not exist
 /// (the broker does not create topics on demand: the consumer would wait,
-/// or every copy fail, without end). A broker that does not answer is no
+/// or every copy fail, without end), or when the cluster refuses this
+/// configuration (a login, a certificate, the security protocol: the
+/// consumer would retry without end). A broker that does not answer is no
 /// reason to stop: the consumer waits for it as for any outage.
 async fn check_topics_exist(kafka: &KafkaSettings, args: &RunArgs) -> Result<(), ServiceError> {
     let mut topics = vec![args.kafka_topic.trim().to_owned()];
@@ -300,6 +302,7 @@ async fn check_topics_exist(kafka: &KafkaSettings, args: &RunArgs) -> Result<(),
             }
             None => Ok(()),
         },
+        Err(crate::kafka::cluster::ClusterError::Refused(line)) => Err(ConfigError(line).into()),
         Err(error) => {
             tracing::warn!(%error, "could not check that the topics exist; going on");
             Ok(())

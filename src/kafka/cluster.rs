@@ -9,24 +9,27 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
+use super::access::{self, AccessContext, Unanswered};
 use super::KafkaSettings;
 
 /// Of `topics`, those the cluster does not have (it does not create topics
 /// on demand, or the consumer would wait for one forever, saying nothing).
+/// A cluster that refuses this configuration says so at once
+/// ([`ClusterError::Refused`]).
 pub async fn missing_topics(
     settings: &KafkaSettings,
     topics: &[String],
-) -> KafkaResult<Vec<String>> {
+) -> Result<Vec<String>, ClusterError> {
     use rdkafka::types::RDKafkaRespErr;
-    let client: BaseConsumer = settings
+    let client: BaseConsumer<AccessContext> = settings
         .client_config()
-        .create()
+        .create_with_context(AccessContext::new(settings))
         .map_err(|error| settings.scrub(error))?;
     let topics = topics.to_vec();
     tokio::task::spawn_blocking(move || {
         let mut missing = Vec::new();
         for topic in topics {
-            let metadata = client.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+            let metadata = access::metadata(&client, Some(&topic), Duration::from_secs(10))?;
             let unknown = metadata.topics().iter().any(|found| {
                 matches!(
                     found.error(),
@@ -217,6 +220,10 @@ pub enum ClusterError {
         partition: i32,
         partitions: usize,
     },
+    /// The cluster refuses this configuration (a login, a certificate,
+    /// the security protocol): one line naming the setting to fix.
+    #[error("{0}")]
+    Refused(String),
     /// Not a source: its message is librdkafka's, which an error chain
     /// would repeat.
     #[error("kafka: {0}")]
@@ -229,15 +236,24 @@ impl From<KafkaError> for ClusterError {
     }
 }
 
-/// The partitions of `topic` (of KAFKA_TOPIC), or that it does not exist.
-/// Blocks.
-fn partitions_of<C: ClientContext>(
-    client: &rdkafka::client::Client<C>,
+impl From<Unanswered> for ClusterError {
+    fn from(unanswered: Unanswered) -> Self {
+        match unanswered {
+            Unanswered::Refused(line) => ClusterError::Refused(line),
+            Unanswered::Kafka(error) => ClusterError::Kafka(error),
+        }
+    }
+}
+
+/// The partitions of `topic` (of KAFKA_TOPIC), or that it does not exist,
+/// or that the cluster refuses this configuration. Blocks.
+fn partitions_of(
+    client: &BaseConsumer<AccessContext>,
     topic: &str,
     timeout: Duration,
 ) -> Result<Vec<i32>, ClusterError> {
     use rdkafka::types::RDKafkaRespErr;
-    let metadata = client.fetch_metadata(Some(topic), timeout)?;
+    let metadata = access::metadata(client, Some(topic), timeout)?;
     let mut partitions = Vec::new();
     for found in metadata.topics() {
         match found.error() {
@@ -261,7 +277,7 @@ fn partitions_of<C: ClientContext>(
 /// coordinator is being elected or loaded (a group new to the cluster, a
 /// broker restarted): librdkafka gives up on the first answer.
 fn committed_offsets(
-    consumer: &BaseConsumer,
+    consumer: &BaseConsumer<AccessContext>,
     list: TopicPartitionList,
     timeout: Duration,
 ) -> Result<TopicPartitionList, KafkaError> {
@@ -301,12 +317,13 @@ pub async fn kafka_offsets(
     topic: &str,
 ) -> Result<Vec<PartitionOffsets>, ClusterError> {
     let config = settings.consumer_config(group);
+    let context = AccessContext::new(settings);
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
-        let consumer: BaseConsumer = config.create()?;
+        let consumer: BaseConsumer<AccessContext> = config.create_with_context(context)?;
         let mut list = TopicPartitionList::new();
-        for partition in partitions_of(consumer.client(), &topic, timeout)? {
+        for partition in partitions_of(&consumer, &topic, timeout)? {
             list.add_partition(&topic, partition);
         }
         let committed = committed_offsets(&consumer, list.clone(), timeout)?;
@@ -344,11 +361,12 @@ pub async fn read_record(
     offset: i64,
 ) -> Result<Option<crate::batch::InboundRecord>, ClusterError> {
     let config = settings.consumer_config(group);
+    let context = AccessContext::new(settings);
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
-        let consumer: BaseConsumer = config.create()?;
-        let partitions = partitions_of(consumer.client(), &topic, timeout)?;
+        let consumer: BaseConsumer<AccessContext> = config.create_with_context(context)?;
+        let partitions = partitions_of(&consumer, &topic, timeout)?;
         if !partitions.contains(&partition) {
             return Err(ClusterError::NoPartition {
                 topic,

@@ -11,6 +11,9 @@
 //! - [`records`]: a polled message as the service's record.
 //! - [`cluster`]: one-off questions to the cluster (topics, protocols,
 //!   retention, a partition's offsets, one record).
+//! - [`access`]: whether the cluster lets the service in as configured: a
+//!   refused login, an untrusted certificate or the wrong security
+//!   protocol, each one line naming the setting to fix.
 //! - [`dlq`]: copies of parked records to the DLQ topic.
 //!
 //! Invariant: an offset reaches Kafka only after the database transaction of
@@ -19,6 +22,7 @@
 //! Imports run one way: the parts here use `store`, `metrics`, `observe`,
 //! `batch`, `event` and `parked`, and none of those uses `kafka`.
 
+pub mod access;
 pub mod cluster;
 mod dlq;
 pub(crate) mod offsets;

@@ -59,8 +59,9 @@ impl ConsumerSpec {
         (ok, format!("{out}{err}"))
     }
 
-    /// Runs `inventory-inbox COMMAND ARGS` with the consumer's settings;
-    /// its success, standard output and standard error.
+    /// Runs `inventory-inbox COMMAND ARGS` with the consumer's settings
+    /// (its extra environment too: TLS and SASL properties); its success,
+    /// standard output and standard error.
     pub fn cli(&self, command: &str, args: &[&str]) -> (bool, String, String) {
         let output = Command::new(binary())
             .arg(command)
@@ -70,6 +71,7 @@ impl ConsumerSpec {
             .env("KAFKA_TOPIC", &self.topic)
             .env("KAFKA_GROUP_ID", &self.group)
             .env("INBOX_CONSUMER_NAME", &self.consumer_name)
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap_or_else(|e| panic!("run inventory-inbox {command}: {e}"));
         (

@@ -7,7 +7,7 @@
 //! Layout: `db` (a database per test), `kafka` (topics, producing, committed
 //! offsets), `consumer` (the binary as a process), `traffic` (paced load,
 //! checked exactly once), `private_*` (servers of one test's own), `proxy` (a
-//! counting TCP proxy).
+//! counting TCP proxy), `test_ca` (a CA and certificates made with openssl).
 
 // Each test binary compiles this module and uses a part of it.
 #![allow(dead_code)]
@@ -16,10 +16,12 @@ mod consumer;
 mod db;
 mod kafka;
 pub mod private_kafka;
+pub mod private_kafka_secure;
 pub mod private_otelcol;
 pub mod private_pg;
 pub mod private_pgbouncer;
 pub mod proxy;
+pub mod test_ca;
 mod traffic;
 
 // One `use common::*` gives a test everything; each uses a part.

@@ -41,8 +41,27 @@ pub struct PrivateKafka {
     /// on drop.
     dir: PathBuf,
     nodes: Vec<Node>,
-    /// Broker settings of the test's own, after every other line.
-    settings: Vec<(String, String)>,
+    /// What the test adds to the project's node settings.
+    setup: Setup,
+}
+
+/// What a test adds to a private node: settings, listeners besides
+/// PLAINTEXT (on `bootstrap()`) and CONTROLLER, arguments of the storage
+/// format (`--add-scram ...`) and of the JVM (`-Dname=value`).
+#[derive(Debug, Default, Clone)]
+pub struct Setup {
+    /// Broker settings, after every other line.
+    pub settings: Vec<(String, String)>,
+    /// `(name, security protocol, port)` of each listener more (one node
+    /// only: the ports are the test's).
+    pub listeners: Vec<(String, String, u16)>,
+    pub format_args: Vec<String>,
+    pub jvm_args: Vec<String>,
+    /// The node is killed when the thread that started it ends
+    /// (PR_SET_PDEATHSIG): a node shared by the tests of a binary, started
+    /// from a thread that lives as long as the binary, dies with it even
+    /// when the binary is killed.
+    pub dies_with_thread: bool,
 }
 
 impl PrivateKafka {
@@ -53,17 +72,31 @@ impl PrivateKafka {
 
     /// One node with broker settings of the test's own (`key`, `value`).
     pub fn start_with(settings: &[(&str, &str)]) -> PrivateKafka {
-        PrivateKafka::build(1, settings)
+        PrivateKafka::build(
+            1,
+            Setup {
+                settings: settings
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect(),
+                ..Setup::default()
+            },
+        )
+    }
+
+    /// One node with the test's own additions.
+    pub fn start_setup(setup: Setup) -> PrivateKafka {
+        PrivateKafka::build(1, setup)
     }
 
     /// `size` nodes, each broker and controller (a static quorum of all of
     /// them); topics get replication `size` and `min.insync.replicas` 2 (1
     /// for a single node). Returns when every node serves metadata.
     pub fn cluster(size: i32) -> PrivateKafka {
-        PrivateKafka::build(size, &[])
+        PrivateKafka::build(size, Setup::default())
     }
 
-    fn build(size: i32, settings: &[(&str, &str)]) -> PrivateKafka {
+    fn build(size: i32, setup: Setup) -> PrivateKafka {
         let libs = libs_dir();
         assert!(
             libs.join(".complete").exists(),
@@ -81,15 +114,7 @@ impl PrivateKafka {
                 process: None,
             })
             .collect();
-        let settings = settings
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.to_string()))
-            .collect();
-        let mut kafka = PrivateKafka {
-            dir,
-            nodes,
-            settings,
-        };
+        let mut kafka = PrivateKafka { dir, nodes, setup };
         let cluster_id = cluster_id();
         for id in kafka.ids() {
             kafka.write_config(id);
@@ -322,12 +347,34 @@ impl PrivateKafka {
                  num.io.threads=2\n\
                  num.replica.fetchers=1\n"
             )
+            + &self.listener_lines(port, controller)
             + &self
+                .setup
                 .settings
                 .iter()
                 .map(|(key, value)| format!("{key}={value}\n"))
                 .collect::<String>();
         std::fs::write(self.config_path(id), config).expect("write server.properties");
+    }
+
+    /// The lines that add the setup's listeners to PLAINTEXT and CONTROLLER.
+    fn listener_lines(&self, port: u16, controller: u16) -> String {
+        let listeners = &self.setup.listeners;
+        if listeners.is_empty() {
+            return String::new();
+        }
+        let at = |(name, _, port): &(String, String, u16)| format!("{name}://127.0.0.1:{port}");
+        let more = listeners.iter().map(at).collect::<Vec<_>>().join(",");
+        let protocols = listeners
+            .iter()
+            .map(|(name, protocol, _)| format!("{name}:{protocol}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},{more}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port},{more}\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,{protocols}\n"
+        )
     }
 
     /// Starts `kafka-storage format` of one node with the cluster's id.
@@ -341,6 +388,7 @@ impl PrivateKafka {
             .arg(format!("{}/*", libs_dir().display()))
             .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
             .arg(self.config_path(id))
+            .args(&self.setup.format_args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -350,6 +398,7 @@ impl PrivateKafka {
     fn spawn(&mut self, id: i32) {
         let config = self.config_path(id);
         let dir = self.dir.clone();
+        let setup = self.setup.clone();
         let node = self.node(id);
         assert!(node.process.is_none(), "node {id} is already running");
         let stdout = std::fs::OpenOptions::new()
@@ -357,7 +406,18 @@ impl PrivateKafka {
             .append(true)
             .open(dir.join(format!("stdout-{id}.log")))
             .expect("node stdout log");
-        let process = Command::new("java")
+        let mut java = Command::new("java");
+        if setup.dies_with_thread {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl(2) only, between fork and exec.
+            unsafe {
+                java.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+        }
+        let process = java
             .args([
                 "-Xms256m",
                 "-Xmx512m",
@@ -365,6 +425,7 @@ impl PrivateKafka {
                 "-XX:TieredStopAtLevel=1",
                 "-Djava.awt.headless=true",
             ])
+            .args(&setup.jvm_args)
             .arg(format!(
                 "-Dkafka.logs.dir={}",
                 dir.join(format!("logs-{id}")).display()
@@ -477,7 +538,7 @@ fn libs_dir() -> PathBuf {
 }
 
 /// Unpadded URL-safe base64 (RFC 4648 §5).
-fn base64_url(bytes: &[u8]) -> String {
+pub fn base64_url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

@@ -312,83 +312,27 @@ impl PrivatePostgres {
         let data = self.data_dir();
         let tls = self.tls_dir();
         std::fs::create_dir_all(&tls).expect("the TLS directory");
-        let tls = tls.display().to_string();
-        let openssl = |args: &[&str]| {
-            let output = Command::new("/usr/bin/openssl")
-                .args(args)
-                .output()
-                .expect("run openssl");
-            assert!(
-                output.status.success(),
-                "openssl {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
-        for (name, subject) in [
-            ("ca", "/CN=inventory-inbox test CA"),
-            ("other-ca", "/CN=another CA"),
-        ] {
-            openssl(&[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                subject,
-                "-keyout",
-                &format!("{tls}/{name}.key"),
-                "-out",
-                &format!("{tls}/{name}.crt"),
-            ]);
-        }
+        super::test_ca::make_ca(&tls, "ca", "/CN=inventory-inbox test CA");
+        super::test_ca::make_ca(&tls, "other-ca", "/CN=another CA");
         // Signed by the CA: the server's certificate names `localhost` and
         // no address, so a client that connects to 127.0.0.1 and checks
         // the name finds another host's certificate; the client's names
         // the role it logs in as.
-        for (name, subject, extensions) in [
-            ("server", "/CN=localhost", "subjectAltName=DNS:localhost"),
-            (
-                "client",
-                &*format!("/CN={CERT_ROLE}"),
-                "keyUsage=digitalSignature",
-            ),
-        ] {
-            openssl(&[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                subject,
-                "-keyout",
-                &format!("{tls}/{name}.key"),
-                "-out",
-                &format!("{tls}/{name}.csr"),
-            ]);
-            let extfile = format!("{tls}/{name}.ext");
-            std::fs::write(&extfile, format!("{extensions}\n")).expect("write the extensions");
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{tls}/{name}.csr"),
-                "-CA",
-                &format!("{tls}/ca.crt"),
-                "-CAkey",
-                &format!("{tls}/ca.key"),
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-extfile",
-                &extfile,
-                "-out",
-                &format!("{tls}/{name}.crt"),
-            ]);
-        }
+        super::test_ca::issue(
+            &tls,
+            "server",
+            "/CN=localhost",
+            "subjectAltName=DNS:localhost",
+            "ca",
+        );
+        super::test_ca::issue(
+            &tls,
+            "client",
+            &format!("/CN={CERT_ROLE}"),
+            "keyUsage=digitalSignature",
+            "ca",
+        );
+        let tls = tls.display().to_string();
         for (from, to) in [
             ("server.crt", "server.crt"),
             ("server.key", "server.key"),
