@@ -25,6 +25,10 @@
 //! - [`kafka`]: settings, the offset-commit path, rebalances, where
 //!   partitions start (the database's positions), probes, DLQ.
 //! - [`inspect`]: `inventory-inbox inspect`, one event, order or record.
+//! - [`operator`]: operator actions of the CLI and the console that need
+//!   the database and the cluster (a move of positions, planned, counted).
+//! - [`console`]: `inventory-inbox console`, the operator console in the
+//!   browser, on the store's and the operator's functions.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - [`telemetry`]: OpenTelemetry spans of batches, exported over OTLP.
@@ -33,10 +37,12 @@
 pub mod batch;
 pub mod breaker;
 pub mod config;
+pub mod console;
 pub mod event;
 pub mod inspect;
 pub mod kafka;
 mod metrics;
+pub mod operator;
 mod observe;
 mod parked;
 mod pipeline;
