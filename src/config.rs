@@ -101,7 +101,10 @@ impl ConsoleArgs {
                 self.inbox_console_addr
             )));
         }
-        if self.token().is_some_and(|token| token.len() < MIN_CONSOLE_TOKEN) {
+        if self
+            .token()
+            .is_some_and(|token| token.len() < MIN_CONSOLE_TOKEN)
+        {
             return Err(ConfigError(format!(
                 "INBOX_CONSOLE_TOKEN is shorter than {MIN_CONSOLE_TOKEN} characters (value not shown)"
             )));

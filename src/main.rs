@@ -371,7 +371,9 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             let consumer = &target.inbox_consumer_name;
             let ids = match (id, reason) {
                 (Some(id), _) => vec![id],
-                (None, Some(reason)) => store::replay_candidates(&pool, consumer, reason, None).await?,
+                (None, Some(reason)) => {
+                    store::replay_candidates(&pool, consumer, reason, None).await?
+                }
                 (None, None) => unreachable!("clap requires an id or --reason"),
             };
             let mut applied = 0;

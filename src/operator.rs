@@ -70,9 +70,7 @@ pub fn plan_moves(
                 partition: partition.partition,
                 before,
                 target,
-                reads_from: before
-                    .or(partition.committed)
-                    .unwrap_or(partition.earliest),
+                reads_from: before.or(partition.committed).unwrap_or(partition.earliest),
             }
         })
         .collect())
@@ -111,7 +109,9 @@ fn chosen_partitions<'a>(
 ) -> Result<Vec<&'a PartitionOffsets>, String> {
     for wanted in partitions {
         if !offsets.iter().any(|o| o.partition == *wanted) {
-            return Err(format!("--partition {wanted}: {topic} has no such partition"));
+            return Err(format!(
+                "--partition {wanted}: {topic} has no such partition"
+            ));
         }
     }
     let chosen: Vec<_> = offsets
@@ -168,8 +168,8 @@ mod tests {
             end: 30,
             committed: None,
         }];
-        let below = chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(2)))
-            .unwrap_err();
+        let below =
+            chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(2))).unwrap_err();
         assert!(
             below.starts_with("--offset 2 is before the earliest offset of partition 3 (5)"),
             "{below}"
@@ -183,8 +183,8 @@ mod tests {
         let offsets = [partition(0, 10), partition(1, 20)];
         let unknown = chosen_partitions("orders", &offsets, &[7], None).unwrap_err();
         assert_eq!(unknown, "--partition 7: orders has no such partition");
-        let past = chosen_partitions("orders", &offsets, &[], Some(OffsetTarget::At(15)))
-            .unwrap_err();
+        let past =
+            chosen_partitions("orders", &offsets, &[], Some(OffsetTarget::At(15))).unwrap_err();
         assert!(
             past.starts_with("--offset 15 is past the end of partition 0 (10)"),
             "{past}"
@@ -211,14 +211,26 @@ mod tests {
             next_offset: 30,
             updated_at: chrono::Utc::now(),
         }];
-        let rewind = plan_moves("orders", &offsets, &stored, &[], Some(OffsetTarget::Earliest))
-            .expect("planned");
+        let rewind = plan_moves(
+            "orders",
+            &offsets,
+            &stored,
+            &[],
+            Some(OffsetTarget::Earliest),
+        )
+        .expect("planned");
         // Partition 0 is read from the database's 30, not Kafka's 40.
         assert_eq!((rewind[0].reread(), rewind[0].skipped()), (28, 0));
         // Partition 1 has neither: read from its log start already.
         assert_eq!((rewind[1].reread(), rewind[1].skipped()), (0, 0));
-        let skip = plan_moves("orders", &offsets, &stored, &[0], Some(OffsetTarget::Latest))
-            .expect("planned");
+        let skip = plan_moves(
+            "orders",
+            &offsets,
+            &stored,
+            &[0],
+            Some(OffsetTarget::Latest),
+        )
+        .expect("planned");
         assert_eq!((skip[0].reread(), skip[0].skipped()), (0, 20));
         let to_kafka = plan_moves("orders", &offsets, &stored, &[], None).expect("planned");
         assert_eq!(to_kafka[0].target, Some(40));

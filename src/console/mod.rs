@@ -76,7 +76,6 @@ pub(crate) struct Console {
     consumer: String,
     topic: String,
     group: String,
-    dlq_topic: String,
     sessions: Sessions,
     registry: Registry,
     /// `inbox_console_actions_total{action, result}`: each action done or
@@ -110,7 +109,6 @@ pub async fn run(args: ConsoleArgs) -> Result<(), ConsoleError> {
         consumer: run.inbox_consumer_name.clone(),
         topic: run.kafka_topic.clone(),
         group: run.kafka_group_id.clone(),
-        dlq_topic: run.dlq_topic.trim().to_owned(),
         sessions: Sessions::new(args.token()),
         registry,
         actions,
@@ -237,7 +235,11 @@ impl Reply {
     }
 }
 
-async fn answer(console: &Console, request: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+async fn answer(
+    console: &Console,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Full<Bytes>> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let mut fields: Vec<(String, String)> = request
@@ -250,7 +252,10 @@ async fn answer(console: &Console, request: Request<Incoming>, peer: SocketAddr)
         .get(COOKIE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let reply = match Limited::new(request.into_body(), MOST_BODY_BYTES).collect().await {
+    let reply = match Limited::new(request.into_body(), MOST_BODY_BYTES)
+        .collect()
+        .await
+    {
         Ok(body) => {
             fields.extend(form_urlencoded::parse(&body.to_bytes()).into_owned());
             let asked = Asked {
@@ -478,10 +483,16 @@ async fn parked(console: &Console, asked: &Asked, standing: &Standing) -> maud::
 
 async fn record(console: &Console, id: i64, standing: &Standing) -> maud::Markup {
     let found = match console.database().await {
-        Ok(pool) => within("database", store::parked_record(pool, &console.consumer, id)).await,
+        Ok(pool) => {
+            within(
+                "database",
+                store::parked_record(pool, &console.consumer, id),
+            )
+            .await
+        }
         Err(why) => Err(why),
     };
-    pages::record(id, found, standing, &console.dlq_topic)
+    pages::record(id, found, standing)
 }
 
 /// What the search box holds: an event id, `partition:offset`, or else an
@@ -563,7 +574,9 @@ fn sign_in(console: &Console, asked: &Asked, standing: &Standing) -> Reply {
             console.count("sign_in", "done");
             tracing::info!(peer = %asked.peer, "console: signed in");
             let mut reply = Reply::redirect("/");
-            reply.headers.push((SET_COOKIE, session::set_cookie(&session)));
+            reply
+                .headers
+                .push((SET_COOKIE, session::set_cookie(&session)));
             reply
         }
         None => {
@@ -646,7 +659,10 @@ async fn replay_ids(console: &Console, pool: &DbPool, asked: &Asked) -> Result<V
     let ids: Vec<i64> = asked
         .all("id")
         .iter()
-        .map(|id| id.parse().map_err(|_| format!("{id:?} is no parked record id")))
+        .map(|id| {
+            id.parse()
+                .map_err(|_| format!("{id:?} is no parked record id"))
+        })
         .collect::<Result<_, _>>()?;
     if !ids.is_empty() {
         return Ok(ids);
@@ -721,9 +737,7 @@ fn offset_target(text: &str) -> Result<Option<OffsetTarget>, String> {
             .ok()
             .filter(|n| *n >= 0)
             .map(|n| Some(OffsetTarget::At(n)))
-            .ok_or_else(|| {
-                format!("offset {number:?}: a number >= 0, earliest, latest or kafka")
-            }),
+            .ok_or_else(|| format!("offset {number:?}: a number >= 0, earliest, latest or kafka")),
     }
 }
 
@@ -736,9 +750,18 @@ async fn positions_set(
     let partitions: Vec<i32> = asked
         .all("partition")
         .iter()
-        .map(|p| p.parse().map_err(|_| format!("partition {p:?} is not a number")))
+        .map(|p| {
+            p.parse()
+                .map_err(|_| format!("partition {p:?} is not a number"))
+        })
         .collect::<Result<_, _>>()?;
-    let target = offset_target(asked.field("offset").unwrap_or_default())?;
+    // A number typed in (`at`) wins over the choice of the list.
+    let target = offset_target(
+        asked
+            .field("at")
+            .or_else(|| asked.field("offset"))
+            .unwrap_or_default(),
+    )?;
     let pool = console.database().await?;
     let offsets = console.kafka_offsets().await?;
     let stored = within(

@@ -237,10 +237,7 @@ const SERIES: [(&str, &str); 3] = [
 /// before `now`, as SVG.
 pub fn chart(rates: &[OutcomeMinute], now: DateTime<Utc>) -> Markup {
     let (width, height, bar) = (720.0, 160.0, 12.0);
-    let first = now
-        .duration_trunc(Duration::minutes(1))
-        .unwrap_or(now)
-        - Duration::minutes(59);
+    let first = now.duration_trunc(Duration::minutes(1)).unwrap_or(now) - Duration::minutes(59);
     let mut per_minute: BTreeMap<i64, BTreeMap<&str, i64>> = BTreeMap::new();
     for rate in rates {
         let slot = (rate.minute - first).num_minutes();
@@ -402,12 +399,7 @@ pub fn parked(p: &ParkedPage<'_>) -> Markup {
     }
 }
 
-pub fn record(
-    id: i64,
-    found: Result<Option<ParkedRecord>, String>,
-    standing: &Standing,
-    dlq_topic: &str,
-) -> Markup {
+pub fn record(id: i64, found: Result<Option<ParkedRecord>, String>, standing: &Standing) -> Markup {
     let record = match found {
         Err(why) => return failed(&why),
         Ok(None) => return message(&format!("No parked record {id} for this consumer.")),
@@ -425,12 +417,13 @@ pub fn record(
             tr { th { "order" } td { @if let Some(order) = &e.order_id { (search_link(order)) } } }
             tr { th { "trace" } td { (e.trace_id.clone().unwrap_or_default()) } }
             tr { th { "DLQ copy" } td {
-                @if dlq_topic.is_empty() { "none: DLQ_TOPIC is empty for this console" }
-                @else {
-                    @match record.dlq_sent_at {
-                        Some(at) => { "copied to " code { (dlq_topic) } " at " (time(&at)) }
-                        None => { "not copied: owed (sent by a running consumer), or none is owed (parked again by a replay)" }
-                    }
+                // The parking statement sets dlq_sent_at to its own now()
+                // (parked_at's) when no copy is owed; a copy is marked sent
+                // after that transaction, later.
+                @match record.dlq_sent_at {
+                    None => { "owed: the consumer that owns partition " (e.partition) " sends it" }
+                    Some(at) if at == e.parked_at => { "none owed: parked by a consumer without a DLQ topic (DLQ_TOPIC empty)" }
+                    Some(at) => { "copied to the DLQ topic at " (time(&at)) }
                 }
             } }
             tr { th { "replay" } td {
@@ -574,7 +567,7 @@ pub fn positions(
                         option value="latest" { "latest (skip everything not read yet)" }
                         option value="kafka" { "the group's committed offsets" }
                     }
-                    " or offset " input type="number" name="offset" min="0" style="width:8em";
+                    " or offset " input type="number" name="at" min="0" style="width:8em";
                     " " button type="submit" { "Set…" }
                 }
             }
@@ -601,10 +594,12 @@ fn confirmed_form(action: &str, asked: &Asked, standing: &Standing, button: &str
 }
 
 pub fn confirm_replay(asked: &Asked, ids: &[i64], standing: &Standing) -> Markup {
-    let group = asked.field("reason").map(|reason| match asked.field("day") {
-        Some(day) => format!("every unreplayed record of reason {reason} parked on {day}"),
-        None => format!("every unreplayed record of reason {reason}"),
-    });
+    let group = asked
+        .field("reason")
+        .map(|reason| match asked.field("day") {
+            Some(day) => format!("every unreplayed record of reason {reason} parked on {day}"),
+            None => format!("every unreplayed record of reason {reason}"),
+        });
     html! {
         @if ids.is_empty() {
             (message("Nothing to replay: every record of the group was replayed already."))
@@ -755,8 +750,14 @@ mod tests {
             },
         ];
         let svg = chart(&rates, now).into_string();
-        assert!(svg.contains("3.0/s"), "the top is 180 events a minute: {svg}");
-        assert!(svg.contains("12:30 processed: 120 events (2.00/s)"), "{svg}");
+        assert!(
+            svg.contains("3.0/s"),
+            "the top is 180 events a minute: {svg}"
+        );
+        assert!(
+            svg.contains("12:30 processed: 120 events (2.00/s)"),
+            "{svg}"
+        );
         assert!(svg.contains("12:30 parked: 60 events (1.00/s)"), "{svg}");
         assert!(svg.contains("180 events recorded"), "{svg}");
     }

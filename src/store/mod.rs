@@ -59,8 +59,8 @@ pub use outcomes::{outcomes_by_minute, OutcomeMinute};
 pub use pooler::{DbPool, Pooler};
 pub use position_guard::{Behind, PositionGuard};
 pub use replay::{
-    count_parked, list_parked, parked_groups, parked_record, replay, replay_candidates, ParkedCount,
-    ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord, ReplayOutcome,
+    count_parked, list_parked, parked_groups, parked_record, replay, replay_candidates,
+    ParkedCount, ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord, ReplayOutcome,
 };
 pub use round_trips::RoundTrips;
 pub use schema::{

@@ -237,8 +237,8 @@ pub struct ParkedRecord {
     /// The headers as stored: secrets redacted when it was parked.
     pub headers_json: String,
     pub record_key: Option<Vec<u8>>,
-    /// When its copy reached the DLQ topic; `None`: owed, or none is made
-    /// (DLQ_TOPIC empty, or parked again by a replay).
+    /// When its copy reached the DLQ topic, or (equal to `parked_at`) that
+    /// none is owed (parked by a consumer without DLQ_TOPIC); `None`: owed.
     pub dlq_sent_at: Option<DateTime<Utc>>,
 }
 

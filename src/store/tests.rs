@@ -873,12 +873,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         "each event reserved once"
     );
     // What each replay came to is kept on its row, as the CLI prints it.
-    let outcomes: Vec<_> = list_parked(inbox.pool(), inbox.consumer(), &ParkedFilter::default(), 10)
-        .await
-        .expect("listed")
-        .into_iter()
-        .map(|entry| (entry.id, entry.replay_outcome))
-        .collect();
+    let outcomes: Vec<_> =
+        list_parked(inbox.pool(), inbox.consumer(), &ParkedFilter::default(), 10)
+            .await
+            .expect("listed")
+            .into_iter()
+            .map(|entry| (entry.id, entry.replay_outcome))
+            .collect();
     assert_eq!(
         outcomes[..2],
         [
