@@ -7,8 +7,9 @@
 # no venv module, for the venv scripts/cloudevents-sdk.sh makes of the
 # CloudEvents SDK (tests/cloudevents.rs); and Debian's `pgbouncer`, which
 # tests/pgbouncer.rs runs on a free port of its own; and Debian's
-# `chromium`, in which tests/console.rs renders every page of the console
-# headless and takes screenshots. Idempotent: does nothing when all are
+# `chromium` and `chromium-driver`, in which tests/console.rs renders every
+# page of the console headless, takes screenshots, and signs in and replays
+# through WebDriver. Idempotent: does nothing when all are
 # there.
 #
 # The tests start their own Prometheus and PgBouncer on free loopback ports
@@ -40,11 +41,13 @@ if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 
 # The console's pages in a real browser (tests/console.rs).
-if [[ ! -x /usr/bin/chromium ]]; then
-  echo "test-deps: installing chromium"
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+  echo "test-deps: installing chromium and chromium-driver"
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
-  [[ -x /usr/bin/chromium ]] || { echo "test-deps: /usr/bin/chromium missing after installing chromium" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-dejavu-core >/dev/null
+  for binary in /usr/bin/chromium /usr/bin/chromedriver; do
+    [[ -x $binary ]] || { echo "test-deps: $binary missing after installing chromium" >&2; exit 1; }
+  done
 fi
 
 if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool && -x /usr/sbin/pgbouncer ]]; then

@@ -642,3 +642,282 @@ async fn every_page_renders_in_headless_chromium() {
         );
     }
 }
+
+/// A WebDriver session of Debian's chromedriver driving headless Chromium,
+/// over the W3C protocol's plain HTTP and JSON; the driver is killed when
+/// dropped.
+struct Browser {
+    driver: Child,
+    port: u16,
+    session: String,
+}
+
+/// The W3C key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+impl Drop for Browser {
+    /// Ends the session (chromedriver then quits its Chromium), also when
+    /// the test failed, then the driver.
+    fn drop(&mut self) {
+        use std::io::{Read, Write};
+        if !self.session.is_empty() {
+            if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                // The answer is read, not waited out: the driver keeps
+                // the connection open.
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = write!(
+                    stream,
+                    "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                    self.session
+                );
+                let _ = stream.read(&mut [0u8; 1024]);
+            }
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let driver_path = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("chromedriver is not installed: run scripts/test-deps.sh (apt-get install chromium-driver)");
+        let port = free_port();
+        let driver = Command::new(driver_path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        wait_until(Duration::from_secs(20), "chromedriver answers", || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await;
+        let mut browser = Browser {
+            driver,
+            port,
+            session: String::new(),
+        };
+        let capabilities = serde_json::json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium().display().to_string(),
+                "args": ["--headless", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--hide-scrollbars",
+                         "--window-size=1280,1000"],
+            }
+        }}});
+        let created = browser.call("POST", "/session", Some(capabilities)).await;
+        browser.session = created["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no WebDriver session: {created}"))
+            .to_owned();
+        browser
+    }
+
+    /// One WebDriver command; its `value`.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("connect to chromedriver");
+        let request = format!(
+            // chromedriver refuses HTTP/1.0.
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.expect("send");
+        // chromedriver keeps the connection open after its answer: read
+        // the head, then Content-Length bytes.
+        let read = async {
+            let mut response = Vec::new();
+            let mut chunk = vec![0u8; 65536];
+            loop {
+                let n = stream.read(&mut chunk).await.expect("read");
+                assert!(
+                    n > 0,
+                    "chromedriver closed before answering {method} {path}"
+                );
+                response.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&response);
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .expect("a Content-Length");
+                    if body.len() >= length {
+                        return body[..length].to_owned();
+                    }
+                }
+            }
+        };
+        let json = tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap_or_else(|_| panic!("chromedriver answers {method} {path} within 60 s"));
+        let answer: serde_json::Value =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{method} {path}: {e}: {json}"));
+        assert!(
+            answer["value"].get("error").is_none(),
+            "{method} {path}: {answer}"
+        );
+        answer["value"].clone()
+    }
+
+    fn at(&self, rest: &str) -> String {
+        format!("/session/{}{rest}", self.session)
+    }
+
+    async fn open(&self, url: &str) {
+        self.call(
+            "POST",
+            &self.at("/url"),
+            Some(serde_json::json!({ "url": url })),
+        )
+        .await;
+    }
+
+    async fn find(&self, css: &str) -> String {
+        let found = self
+            .call(
+                "POST",
+                &self.at("/element"),
+                Some(serde_json::json!({"using": "css selector", "value": css})),
+            )
+            .await;
+        found[ELEMENT]
+            .as_str()
+            .unwrap_or_else(|| panic!("no element {css}: {found}"))
+            .to_owned()
+    }
+
+    async fn click(&self, css: &str) {
+        let element = self.find(css).await;
+        self.call(
+            "POST",
+            &self.at(&format!("/element/{element}/click")),
+            Some(serde_json::json!({})),
+        )
+        .await;
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let element = self.find(css).await;
+        self.call(
+            "POST",
+            &self.at(&format!("/element/{element}/value")),
+            Some(serde_json::json!({ "text": text })),
+        )
+        .await;
+    }
+
+    async fn source(&self) -> String {
+        self.call("GET", &self.at("/source"), None)
+            .await
+            .as_str()
+            .expect("the page's source")
+            .to_owned()
+    }
+
+    /// A screenshot of the window, written to `png`.
+    async fn screenshot(&self, png: &Path) {
+        let encoded = self.call("GET", &self.at("/screenshot"), None).await;
+        let bytes = base64_decode(encoded.as_str().expect("base64"));
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        std::fs::write(png, bytes).expect("write the screenshot");
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut bits, mut count) = (0u32, 0);
+    for byte in text
+        .bytes()
+        .filter(|b| *b != b'=' && !b.is_ascii_whitespace())
+    {
+        let value = ALPHABET.iter().position(|a| *a == byte).expect("base64") as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_operator_signs_in_and_replays_a_group_in_the_browser() {
+    let (db, spec, _) = parked_records(3).await;
+    let console = Console::start(&spec, &db.url, Some(TOKEN)).await;
+    let base = format!("http://127.0.0.1:{}", console.port);
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let browser = Browser::start().await;
+
+    browser.open(&format!("{base}/signin")).await;
+    browser.type_into("input[name=token]", TOKEN).await;
+    browser.click("form[action='/signin'] button").await;
+    assert!(browser.source().await.contains("signed in"), "signed in");
+
+    browser.open(&format!("{base}/parked")).await;
+    let parked = browser.source().await;
+    assert!(parked.contains("Replay group"), "{parked}");
+    browser
+        .screenshot(&shots.join("signed-in-parked.png"))
+        .await;
+    db.seed_stock(&[("SKU-LATE", 100)]).await;
+    browser
+        .click("input[name=reason][value=unknown_sku] ~ button")
+        .await;
+    let confirm = browser.source().await;
+    assert!(confirm.contains("3 parked record(s)"), "{confirm}");
+    browser
+        .screenshot(&shots.join("signed-in-confirm.png"))
+        .await;
+    assert_eq!(db.ledger_rows().await, 0, "a confirmation does nothing");
+    browser.click("button.danger").await;
+    let done = browser.source().await;
+    assert!(
+        done.contains("Replayed 3 record(s): 3 applied, 0 duplicate, 0 still parked"),
+        "{done}"
+    );
+    browser
+        .screenshot(&shots.join("signed-in-replayed.png"))
+        .await;
+    assert_eq!(db.ledger_rows().await, 3);
+    assert_eq!(db.reserved("SKU-LATE").await, 1 + 2 + 3);
+
+    // The record page, signed in: payload and redacted headers.
+    let junk: i64 =
+        sqlx::query_scalar("SELECT id FROM inbox_parked WHERE reason = 'malformed_json'")
+            .fetch_one(&db.pool)
+            .await
+            .expect("the junk record");
+    browser.open(&format!("{base}/parked/{junk}")).await;
+    let record = browser.source().await;
+    assert!(
+        record.contains("junk, not JSON") && record.contains("Authorization: [redacted]"),
+        "{record}"
+    );
+    assert!(!record.contains("hunter2"));
+    browser
+        .screenshot(&shots.join("signed-in-record.png"))
+        .await;
+    browser.call("DELETE", &browser.at(""), None).await;
+}

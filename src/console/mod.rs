@@ -54,6 +54,9 @@ const LOOK_UP_WITHIN: Duration = Duration::from_secs(5);
 const MOST_BODY_BYTES: usize = 64 * 1024;
 /// Parked records on one page of the list.
 const PAGE_RECORDS: i64 = 50;
+/// Parked records a group is counted up to ("at least" beyond): as
+/// `parked list` counts.
+const GROUP_COUNTED_UP_TO: i64 = 100_000;
 /// Connections served at once.
 const MOST_CONNECTIONS: usize = 32;
 
@@ -463,7 +466,10 @@ async fn parked(console: &Console, asked: &Asked, standing: &Standing) -> maud::
     let (filter, wrong) = filter_of(asked);
     let (groups, list) = match console.database().await {
         Ok(pool) => tokio::join!(
-            within("database", store::parked_groups(pool, &console.consumer)),
+            within(
+                "database",
+                store::parked_groups(pool, &console.consumer, GROUP_COUNTED_UP_TO)
+            ),
             within(
                 "database",
                 store::list_parked(pool, &console.consumer, &filter, PAGE_RECORDS)

@@ -333,7 +333,7 @@ pub fn parked(p: &ParkedPage<'_>) -> Markup {
                     tr {
                         td { (g.day) }
                         td { a href=(format!("/parked?reason={}&day={}", g.reason, g.day)) { (g.reason) } }
-                        td.n { (g.records) }
+                        td.n { (g.count.to_string()) }
                         td {
                             @if signed_in {
                                 form.inline method="post" action="/parked/replay" {

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{DbPool, StoreError};
+use crate::event::ParkReason;
 
 const BY_MINUTE: &str = include_str!("../../sql/outcomes_by_minute.sql");
 
@@ -22,8 +23,10 @@ pub async fn outcomes_by_minute(
     pool: &DbPool,
     consumer: &str,
 ) -> Result<Vec<OutcomeMinute>, StoreError> {
+    let reasons: Vec<&str> = ParkReason::ALL.iter().map(|r| r.as_str()).collect();
     Ok(sqlx::query_as(BY_MINUTE)
         .bind(consumer)
+        .bind(reasons)
         .fetch_all(pool)
         .await?)
 }

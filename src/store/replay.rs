@@ -129,7 +129,12 @@ pub async fn list_parked(
     filter: &ParkedFilter,
     limit: i64,
 ) -> Result<Vec<ParkedEntry>, StoreError> {
+    // Planned for each call's filters (unnamed): a plan made once for
+    // every filter (a generic plan, which PostgreSQL switches a named
+    // statement to after five runs) reads the whole table in id order
+    // for an order, a rare reason or a late page.
     let rows = sqlx::query(LIST_PARKED)
+        .persistent(false)
         .bind(consumer)
         .bind(filter.reason.map(ParkReason::as_str))
         .bind(filter.since)
@@ -170,20 +175,39 @@ pub async fn list_parked(
 }
 
 /// `consumer`'s parked records counted by reason and day (UTC), newest day
-/// first.
-pub async fn parked_groups(pool: &DbPool, consumer: &str) -> Result<Vec<ParkedGroup>, StoreError> {
-    Ok(sqlx::query_as(PARKED_GROUPS)
+/// first, each count up to `up_to`.
+pub async fn parked_groups(
+    pool: &DbPool,
+    consumer: &str,
+    up_to: i64,
+) -> Result<Vec<ParkedGroup>, StoreError> {
+    let reasons: Vec<&str> = ParkReason::ALL.iter().map(|r| r.as_str()).collect();
+    let rows: Vec<(String, NaiveDate, i64)> = sqlx::query_as(PARKED_GROUPS)
         .bind(consumer)
+        .bind(reasons)
+        .bind(up_to)
         .fetch_all(pool)
-        .await?)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(reason, day, records)| ParkedGroup {
+            reason,
+            day,
+            count: ParkedCount {
+                records,
+                more: records >= up_to,
+            },
+        })
+        .collect())
 }
 
 /// The parked records of one reason parked on one day.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParkedGroup {
     pub reason: String,
     pub day: NaiveDate,
-    pub records: i64,
+    /// How many, as far as they were counted.
+    pub count: ParkedCount,
 }
 
 /// One parked record of `consumer`, whole, if there is one of that id.
