@@ -305,7 +305,7 @@ async fn route(console: &Console, asked: &Asked) -> Reply {
         (&Method::GET, "/") => page("Overview", overview(console).await),
         (&Method::GET, "/parked") => page("Parked", parked(console, asked, &standing).await),
         (&Method::GET, path) if path.starts_with("/parked/") => {
-            match path["/parked/".len()..].parse::<i64>() {
+            match path.trim_start_matches("/parked/").parse::<i64>() {
                 Ok(id) => page("Parked record", record(console, id, &standing).await),
                 Err(_) => not_found(&standing),
             }
