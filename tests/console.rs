@@ -833,6 +833,20 @@ impl Browser {
             .to_owned()
     }
 
+    /// The page's source once it contains `text`: a click that submits a
+    /// form returns before the next page has loaded.
+    async fn source_with(&self, text: &str) -> String {
+        let mut source = String::new();
+        for _ in 0..200 {
+            source = self.source().await;
+            if source.contains(text) {
+                return source;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the page never showed {text:?}: {source}");
+    }
+
     /// A screenshot of the window, written to `png`.
     async fn screenshot(&self, png: &Path) {
         let encoded = self.call("GET", &self.at("/screenshot"), None).await;
@@ -873,7 +887,7 @@ async fn an_operator_signs_in_and_replays_a_group_in_the_browser() {
     browser.open(&format!("{base}/signin")).await;
     browser.type_into("input[name=token]", TOKEN).await;
     browser.click("form[action='/signin'] button").await;
-    assert!(browser.source().await.contains("signed in"), "signed in");
+    browser.source_with("Sign out").await;
 
     browser.open(&format!("{base}/parked")).await;
     let parked = browser.source().await;
@@ -885,18 +899,15 @@ async fn an_operator_signs_in_and_replays_a_group_in_the_browser() {
     browser
         .click("input[name=reason][value=unknown_sku] ~ button")
         .await;
-    let confirm = browser.source().await;
-    assert!(confirm.contains("3 parked record(s)"), "{confirm}");
+    browser.source_with("3 parked record(s)").await;
     browser
         .screenshot(&shots.join("signed-in-confirm.png"))
         .await;
     assert_eq!(db.ledger_rows().await, 0, "a confirmation does nothing");
     browser.click("button.danger").await;
-    let done = browser.source().await;
-    assert!(
-        done.contains("Replayed 3 record(s): 3 applied, 0 duplicate, 0 still parked"),
-        "{done}"
-    );
+    browser
+        .source_with("Replayed 3 record(s): 3 applied, 0 duplicate, 0 still parked")
+        .await;
     browser
         .screenshot(&shots.join("signed-in-replayed.png"))
         .await;
