@@ -10,7 +10,7 @@ REPORT   ?= .local/loadtest/report.json
 DURATION ?= 60
 RATE     ?= 1400
 
-.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-ceiling bench-scale profile soak bench-network bench-deploy chaos fuzz deploy-check image-check
+.PHONY: help deps test-deps services-up services-down build test compat verify defects mutants explore fmt lint demo loadtest bench bench-ceiling bench-scale bench-console console-demo profile soak bench-network bench-deploy chaos fuzz deploy-check image-check
 
 help:
 	@echo "make demo | test | compat | verify | defects | mutants | explore | build | services-up | services-down | loadtest | bench | bench-ceiling | bench-scale | profile | soak | bench-network | bench-deploy | chaos | fuzz | fmt | lint | deploy-check | image-check"
@@ -117,6 +117,16 @@ bench-ceiling: build services-up
 # (docs/design.md#storage). The history is written once and kept.
 bench-scale: build services-up
 	scripts/bench-scale.sh
+
+# The console's pages against CONSOLE_PARKED (1,000,000) parked rows in a
+# scratch database, each timed; a Markdown table (docs/benchmarks.md#the-console).
+bench-console: build services-up
+	scripts/bench-console.sh
+
+# The console over the demo's database (after `make demo`), read-only unless
+# INBOX_CONSOLE_TOKEN is set: http://127.0.0.1:9465/
+console-demo: build services-up
+	target/release/inventory-inbox console
 
 # Where the batch statement spends its time, step by step, at batch sizes
 # 1, 10 and 100, with the service's plan and with one made per batch

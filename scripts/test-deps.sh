@@ -6,8 +6,11 @@
 # whose messages are German; and Debian's `python3-venv` where python3 has
 # no venv module, for the venv scripts/cloudevents-sdk.sh makes of the
 # CloudEvents SDK (tests/cloudevents.rs); and Debian's `pgbouncer`, which
-# tests/pgbouncer.rs runs on a free port of its own. Idempotent: does
-# nothing when all are there.
+# tests/pgbouncer.rs runs on a free port of its own; and Debian's
+# `chromium` and `chromium-driver`, in which tests/console.rs renders every
+# page of the console headless, takes screenshots, and signs in and replays
+# through WebDriver. Idempotent: does nothing when all are
+# there.
 #
 # The tests start their own Prometheus and PgBouncer on free loopback ports
 # with temporary configs; the Debian services are not used. Their start at
@@ -35,6 +38,16 @@ if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
   python3 -c 'import ensurepip, venv' || { echo "test-deps: python3 has no venv module after installing python3-venv" >&2; exit 1; }
+fi
+
+# The console's pages in a real browser (tests/console.rs).
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+  echo "test-deps: installing chromium and chromium-driver"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-dejavu-core >/dev/null
+  for binary in /usr/bin/chromium /usr/bin/chromedriver; do
+    [[ -x $binary ]] || { echo "test-deps: $binary missing after installing chromium" >&2; exit 1; }
+  done
 fi
 
 if [[ -x /usr/bin/prometheus && -x /usr/bin/promtool && -x /usr/sbin/pgbouncer ]]; then

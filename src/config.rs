@@ -63,7 +63,58 @@ pub enum Command {
     /// row, order lines, parked rows, the partition's position, and the
     /// verdict in one line (docs/runbook.md).
     Inspect(InspectArgs),
+    /// The operator console in the browser (docs/operations.md#console):
+    /// parked records, search, positions, the breaker; read-only unless
+    /// INBOX_CONSOLE_TOKEN is set and the browser signed in with it.
+    Console(ConsoleArgs),
 }
+
+/// `inventory-inbox console`: the settings of `run`, and where it listens.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    #[command(flatten)]
+    pub run: Box<RunArgs>,
+    /// Where the console listens (HTTP). Loopback unless a token is set.
+    #[arg(long, env = "INBOX_CONSOLE_ADDR", default_value = "127.0.0.1:9465")]
+    pub inbox_console_addr: SocketAddr,
+    /// The token a browser signs in with to act (replay, positions, resume)
+    /// and to see payloads and headers; unset: read-only.
+    #[arg(long, env = "INBOX_CONSOLE_TOKEN", hide_env_values = true)]
+    pub inbox_console_token: Option<String>,
+}
+
+impl ConsoleArgs {
+    /// The token, when one is set (an empty one is none).
+    pub fn token(&self) -> Option<&str> {
+        self.inbox_console_token
+            .as_deref()
+            .filter(|token| !token.trim().is_empty())
+    }
+
+    /// A console that binds beyond loopback needs a token: without one,
+    /// anyone who reaches the port would read every parked record's
+    /// metadata. Said in one line naming both settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.inbox_console_addr.ip().is_loopback() && self.token().is_none() {
+            return Err(ConfigError(format!(
+                "INBOX_CONSOLE_ADDR={} is not a loopback address and INBOX_CONSOLE_TOKEN is not set: set a token, or bind 127.0.0.1",
+                self.inbox_console_addr
+            )));
+        }
+        if self
+            .token()
+            .is_some_and(|token| token.len() < MIN_CONSOLE_TOKEN)
+        {
+            return Err(ConfigError(format!(
+                "INBOX_CONSOLE_TOKEN is shorter than {MIN_CONSOLE_TOKEN} characters (value not shown)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The shortest console token taken: one guessed by trying is no token.
+const MIN_CONSOLE_TOKEN: usize = 16;
 
 #[derive(Debug, Subcommand)]
 pub enum BreakerCommand {

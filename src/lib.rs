@@ -26,6 +26,10 @@
 //!   partitions start (the database's positions), probes, DLQ, and what a
 //!   cluster's refusal (login, certificate, protocol) tells the operator.
 //! - [`inspect`]: `inventory-inbox inspect`, one event, order or record.
+//! - [`operator`]: operator actions of the CLI and the console that need
+//!   the database and the cluster (a move of positions, planned, counted).
+//! - [`console`]: `inventory-inbox console`, the operator console in the
+//!   browser, on the store's and the operator's functions.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
 //! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - [`telemetry`]: OpenTelemetry spans of batches, exported over OTLP.
@@ -34,11 +38,13 @@
 pub mod batch;
 pub mod breaker;
 pub mod config;
+pub mod console;
 pub mod event;
 pub mod inspect;
 pub mod kafka;
 mod metrics;
 mod observe;
+pub mod operator;
 mod parked;
 mod pipeline;
 pub mod service;

@@ -8,9 +8,10 @@ use inventory_inbox::config::{
 };
 use inventory_inbox::inspect::{self, Subject};
 use inventory_inbox::kafka::cluster;
+use inventory_inbox::operator;
 use inventory_inbox::service;
 use inventory_inbox::store::positions;
-use inventory_inbox::store::{self, DbPool, ReplayOutcome};
+use inventory_inbox::store::{self, DbPool, ParkedFilter, ReplayOutcome};
 use inventory_inbox::telemetry::Telemetry;
 
 /// mimalloc: with glibc's malloc about a third of the batch path's CPU
@@ -126,6 +127,7 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
         Command::Positions { command } => positions_command(command).await?,
         Command::Inspect(args) => inspect_command(args).await?,
         Command::Breaker { command } => breaker_command(command).await?,
+        Command::Console(args) => inventory_inbox::console::run(args).await?,
     }
     Ok(())
 }
@@ -254,8 +256,9 @@ async fn positions_list(run: &config::RunArgs, json: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `positions set`: every chosen partition's position moved (checked
-/// first, so that nothing moves when one is refused).
+/// `positions set`: every chosen partition's position moved (planned
+/// first, so that nothing moves when one is refused; the console plans and
+/// moves with the same functions).
 async fn positions_set(
     run: &config::RunArgs,
     partitions: &[i32],
@@ -264,80 +267,32 @@ async fn positions_set(
     let kafka = run.kafka_settings(std::env::vars())?;
     let pool = store::connect(run.database.connection(), 1).await?;
     let offsets = cluster::kafka_offsets(&kafka, &run.kafka_group_id, &run.kafka_topic).await?;
-    let chosen = chosen_partitions(&run.kafka_topic, &offsets, partitions, offset)?;
-    let mut moved = 0;
-    for partition in chosen {
-        // Without --offset: the group's committed offset (--to-kafka).
-        let target = match offset {
-            Some(OffsetTarget::At(at)) => Some(at),
-            Some(OffsetTarget::Earliest) => Some(partition.earliest),
-            Some(OffsetTarget::Latest) => Some(partition.end),
-            None => partition.committed,
-        };
-        let Some(target) = target else {
-            println!(
-                "partition {}: the group has no committed offset; unchanged",
-                partition.partition
-            );
-            continue;
-        };
-        let before = positions::set(
-            &pool,
-            &run.inbox_consumer_name,
-            &run.kafka_topic,
-            partition.partition,
-            target,
-        )
-        .await?;
-        moved += 1;
+    let stored = positions::list(&pool, &run.inbox_consumer_name, Some(&run.kafka_topic)).await?;
+    let planned = operator::plan_moves(&run.kafka_topic, &offsets, &stored, partitions, offset)
+        .map_err(anyhow::Error::msg)?;
+    for unchanged in planned.iter().filter(|m| m.target.is_none()) {
         println!(
-            "partition {}: {} -> {target}",
+            "partition {}: the group has no committed offset; unchanged",
+            unchanged.partition
+        );
+    }
+    let moved =
+        operator::apply_moves(&pool, &run.inbox_consumer_name, &run.kafka_topic, &planned).await?;
+    for partition in &moved {
+        println!(
+            "partition {}: {} -> {}",
             partition.partition,
-            before.map_or("none".to_owned(), |b| b.to_string())
+            partition
+                .before
+                .map_or("none".to_owned(), |b| b.to_string()),
+            partition.target.unwrap_or_default()
         );
     }
     println!(
-        "{moved} position(s) set; a running consumer reads from there within 10 s (a batch of the partition in flight is refused, not applied), a stopped one when it starts"
+        "{} position(s) set; a running consumer reads from there within 10 s (a batch of the partition in flight is refused, not applied), a stopped one when it starts",
+        moved.len()
     );
     Ok(())
-}
-
-/// The partitions `positions set` moves (all when none is named), once
-/// every named one exists and no offset is past its partition's end (it
-/// would skip records not produced yet) or before its log start (those
-/// records are deleted: nothing could read them).
-fn chosen_partitions<'a>(
-    topic: &str,
-    offsets: &'a [cluster::PartitionOffsets],
-    partitions: &[i32],
-    offset: Option<OffsetTarget>,
-) -> anyhow::Result<Vec<&'a cluster::PartitionOffsets>> {
-    for wanted in partitions {
-        if !offsets.iter().any(|o| o.partition == *wanted) {
-            anyhow::bail!("--partition {wanted}: {topic} has no such partition");
-        }
-    }
-    let chosen: Vec<_> = offsets
-        .iter()
-        .filter(|o| partitions.is_empty() || partitions.contains(&o.partition))
-        .collect();
-    if let Some(OffsetTarget::At(at)) = offset {
-        if let Some(partition) = chosen.iter().find(|o| at > o.end) {
-            anyhow::bail!(
-                "--offset {at} is past the end of partition {} ({}): nothing moved; `--offset latest` skips everything not read yet",
-                partition.partition,
-                partition.end
-            );
-        }
-        if let Some(partition) = chosen.iter().find(|o| at < o.earliest) {
-            anyhow::bail!(
-                "--offset {at} is before the earliest offset of partition {} ({}): retention deleted the records before it; nothing moved; `--offset earliest` reads from the first record the topic holds",
-                partition.partition,
-                partition.earliest
-            );
-        }
-    }
-    Ok(chosen)
 }
 
 /// The pool of the database a parked command works on.
@@ -361,7 +316,12 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
         } => {
             let pool = parked_pool(&target).await?;
             let consumer = &target.inbox_consumer_name;
-            let entries = store::list_parked(&pool, consumer, reason, since, limit).await?;
+            let filter = ParkedFilter {
+                reason,
+                since,
+                ..ParkedFilter::default()
+            };
+            let entries = store::list_parked(&pool, consumer, &filter, limit).await?;
             for entry in &entries {
                 if json {
                     println!("{}", serde_json::to_string(entry)?);
@@ -411,7 +371,9 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             let consumer = &target.inbox_consumer_name;
             let ids = match (id, reason) {
                 (Some(id), _) => vec![id],
-                (None, Some(reason)) => store::replay_candidates(&pool, consumer, reason).await?,
+                (None, Some(reason)) => {
+                    store::replay_candidates(&pool, consumer, reason, None).await?
+                }
                 (None, None) => unreachable!("clap requires an id or --reason"),
             };
             let mut applied = 0;
@@ -430,67 +392,4 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn partition(partition: i32, end: i64) -> cluster::PartitionOffsets {
-        cluster::PartitionOffsets {
-            partition,
-            earliest: 0,
-            end,
-            committed: None,
-        }
-    }
-
-    #[test]
-    fn positions_set_moves_every_partition_unless_some_are_named() {
-        let offsets = [partition(0, 10), partition(1, 20), partition(2, 30)];
-        let all = chosen_partitions("orders", &offsets, &[], None).expect("all");
-        assert_eq!(all.len(), 3);
-        let named = chosen_partitions("orders", &offsets, &[2, 0], None).expect("named");
-        let numbers: Vec<i32> = named.iter().map(|o| o.partition).collect();
-        assert_eq!(numbers, vec![0, 2]);
-    }
-
-    #[test]
-    fn positions_set_refuses_an_offset_before_the_log_start() {
-        let offsets = [cluster::PartitionOffsets {
-            partition: 3,
-            earliest: 5,
-            end: 30,
-            committed: None,
-        }];
-        let below = chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(2)))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            below.starts_with("--offset 2 is before the earliest offset of partition 3 (5)"),
-            "{below}"
-        );
-        let at_start = chosen_partitions("orders", &offsets, &[3], Some(OffsetTarget::At(5)));
-        assert_eq!(at_start.expect("at the log start").len(), 1);
-    }
-
-    #[test]
-    fn positions_set_refuses_an_unknown_partition_or_an_offset_past_the_end() {
-        let offsets = [partition(0, 10), partition(1, 20)];
-        let unknown = chosen_partitions("orders", &offsets, &[7], None).unwrap_err();
-        assert_eq!(
-            unknown.to_string(),
-            "--partition 7: orders has no such partition"
-        );
-        let past = chosen_partitions("orders", &offsets, &[], Some(OffsetTarget::At(15)))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            past.starts_with("--offset 15 is past the end of partition 0 (10)"),
-            "{past}"
-        );
-        // Past partition 0's end, but only partition 1 is moved.
-        let fits = chosen_partitions("orders", &offsets, &[1], Some(OffsetTarget::At(15)));
-        assert_eq!(fits.expect("fits").len(), 1);
-    }
 }

@@ -401,3 +401,40 @@ pub async fn read_record(
     .await
     .expect("the Kafka read does not panic")
 }
+
+/// A member of the consumer group, as the group coordinator describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GroupMember {
+    pub member_id: String,
+    pub client_id: String,
+    pub host: String,
+}
+
+/// The group's state (`Stable`, `Empty`, …) and its members, as the
+/// coordinator describes it (a client of the group that never joins it).
+pub async fn group_members(
+    settings: &KafkaSettings,
+    group: &str,
+) -> Result<(String, Vec<GroupMember>), ClusterError> {
+    let config = settings.consumer_config(group);
+    let group = group.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let consumer: BaseConsumer = config.create()?;
+        let list = consumer.fetch_group_list(Some(&group), Duration::from_secs(10))?;
+        let Some(described) = list.groups().iter().find(|g| g.name() == group) else {
+            return Ok(("Dead".to_owned(), Vec::new()));
+        };
+        let members = described
+            .members()
+            .iter()
+            .map(|m| GroupMember {
+                member_id: m.id().to_owned(),
+                client_id: m.client_id().to_owned(),
+                host: m.client_host().to_owned(),
+            })
+            .collect();
+        Ok((described.state().to_owned(), members))
+    })
+    .await
+    .expect("the Kafka query does not panic")
+}

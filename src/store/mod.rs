@@ -33,6 +33,7 @@
 //! - `breaker`: the poison breaker's state, shared by every member
 //!   (functions over the pool).
 //! - `filter`: the filters of the ledger's closed days, built by maintenance.
+//! - `outcomes`: events per minute by outcome, for the console's chart.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
 mod apply;
@@ -40,6 +41,7 @@ mod breaker;
 mod dlq;
 mod error;
 mod filter;
+mod outcomes;
 mod pooler;
 pub mod position_guard;
 pub mod positions;
@@ -53,10 +55,12 @@ pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
 pub use dlq::{copies_owed, copies_sent};
 pub use error::{StoreError, RETRY_REASONS};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
+pub use outcomes::{outcomes_by_minute, OutcomeMinute};
 pub use pooler::{DbPool, Pooler};
 pub use position_guard::{Behind, PositionGuard};
 pub use replay::{
-    count_parked, list_parked, replay, replay_candidates, ParkedCount, ParkedEntry, ReplayOutcome,
+    count_parked, list_parked, parked_groups, parked_record, replay, replay_candidates,
+    ParkedCount, ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord, ReplayOutcome,
 };
 pub use round_trips::RoundTrips;
 pub use schema::{

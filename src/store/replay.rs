@@ -1,7 +1,9 @@
 //! Parked records read back: `parked list` and `parked replay`, which runs
-//! a stored record through the batch statement again, exactly once.
+//! a stored record through the batch statement again, exactly once. The
+//! console (src/console) calls the same functions, so the two never
+//! disagree.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -16,6 +18,8 @@ const COUNT_PARKED: &str = include_str!("../../sql/count_parked.sql");
 const LOCK_PARKED: &str = include_str!("../../sql/lock_parked.sql");
 const MARK_REPLAYED: &str = include_str!("../../sql/mark_replayed.sql");
 const REPLAY_CANDIDATES: &str = include_str!("../../sql/replay_candidates.sql");
+const PARKED_GROUPS: &str = include_str!("../../sql/parked_groups.sql");
+const PARKED_RECORD: &str = include_str!("../../sql/parked_record.sql");
 
 /// Replays one of `consumer`'s parked records through the normal path
 /// (decode, validate, the batch statement), in one transaction with the
@@ -85,31 +89,60 @@ pub async fn replay(pool: &DbPool, consumer: &str, id: i64) -> Result<ReplayOutc
     Ok(outcome)
 }
 
-/// Ids of `consumer`'s parked records of one reason not replayed yet.
+/// Ids of `consumer`'s parked records of one reason not replayed yet, of
+/// one day (UTC) or of all.
 pub async fn replay_candidates(
     pool: &DbPool,
     consumer: &str,
     reason: ParkReason,
+    day: Option<NaiveDate>,
 ) -> Result<Vec<i64>, StoreError> {
     Ok(sqlx::query_scalar(REPLAY_CANDIDATES)
         .bind(consumer)
         .bind(reason.as_str())
+        .bind(day)
         .fetch_all(pool)
         .await?)
+}
+
+/// Which parked records [`list_parked`] shows; `None`: no such filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParkedFilter {
+    pub reason: Option<ParkReason>,
+    /// Parked at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Parked on that day (UTC).
+    pub day: Option<NaiveDate>,
+    /// The order: its record key (the order id, SPEC §4).
+    pub order: Option<String>,
+    /// A SKU the payload or the error names (a text match).
+    pub sku: Option<String>,
+    pub partition: Option<i32>,
+    /// Only ids after this one: the next page after the last id shown.
+    pub after_id: Option<i64>,
 }
 
 /// `consumer`'s parked records, oldest first.
 pub async fn list_parked(
     pool: &DbPool,
     consumer: &str,
-    reason: Option<ParkReason>,
-    since: Option<DateTime<Utc>>,
+    filter: &ParkedFilter,
     limit: i64,
 ) -> Result<Vec<ParkedEntry>, StoreError> {
+    // Planned for each call's filters (unnamed): a plan made once for
+    // every filter (a generic plan, which PostgreSQL switches a named
+    // statement to after five runs) reads the whole table in id order
+    // for an order, a rare reason or a late page.
     let rows = sqlx::query(LIST_PARKED)
+        .persistent(false)
         .bind(consumer)
-        .bind(reason.map(ParkReason::as_str))
-        .bind(since)
+        .bind(filter.reason.map(ParkReason::as_str))
+        .bind(filter.since)
+        .bind(filter.day)
+        .bind(filter.order.as_deref())
+        .bind(filter.sku.as_deref())
+        .bind(filter.partition)
+        .bind(filter.after_id)
         .bind(limit)
         .fetch_all(pool)
         .await?;
@@ -139,6 +172,98 @@ pub async fn list_parked(
         })
         .collect::<Result<_, sqlx::Error>>()
         .map_err(StoreError::from)
+}
+
+/// `consumer`'s parked records counted by reason and day (UTC), newest day
+/// first, each count up to `up_to`.
+pub async fn parked_groups(
+    pool: &DbPool,
+    consumer: &str,
+    up_to: i64,
+) -> Result<Vec<ParkedGroup>, StoreError> {
+    let reasons: Vec<&str> = ParkReason::ALL.iter().map(|r| r.as_str()).collect();
+    let rows: Vec<(String, NaiveDate, i64)> = sqlx::query_as(PARKED_GROUPS)
+        .bind(consumer)
+        .bind(reasons)
+        .bind(up_to)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(reason, day, records)| ParkedGroup {
+            reason,
+            day,
+            count: ParkedCount {
+                records,
+                more: records >= up_to,
+            },
+        })
+        .collect())
+}
+
+/// The parked records of one reason parked on one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkedGroup {
+    pub reason: String,
+    pub day: NaiveDate,
+    /// How many, as far as they were counted.
+    pub count: ParkedCount,
+}
+
+/// One parked record of `consumer`, whole, if there is one of that id.
+pub async fn parked_record(
+    pool: &DbPool,
+    consumer: &str,
+    id: i64,
+) -> Result<Option<ParkedRecord>, StoreError> {
+    let Some(row) = sqlx::query(PARKED_RECORD)
+        .bind(consumer)
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let headers: String = row.try_get("headers")?;
+    let payload: Option<Vec<u8>> = row.try_get("payload")?;
+    let key: Option<Vec<u8>> = row.try_get("record_key")?;
+    Ok(Some(ParkedRecord {
+        entry: ParkedEntry {
+            order_id: crate::parked::stored_order_id(payload.as_deref(), &headers, key.as_deref()),
+            id: row.try_get("id")?,
+            parked_at: row.try_get("parked_at")?,
+            reason: row.try_get("reason")?,
+            error: row.try_get("error")?,
+            topic: row.try_get("topic")?,
+            partition: row.try_get("kafka_partition")?,
+            offset: row.try_get("kafka_offset")?,
+            message_id: row.try_get("message_id")?,
+            replayed_at: row.try_get("replayed_at")?,
+            replay_outcome: row.try_get("replay_outcome")?,
+            trace_id: row.try_get("trace_id")?,
+        },
+        parked_day: row.try_get("parked_day")?,
+        payload,
+        headers_json: headers,
+        record_key: key,
+        dlq_sent_at: row.try_get("dlq_sent_at")?,
+    }))
+}
+
+/// A parked record with what [`ParkedEntry`] leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkedRecord {
+    pub entry: ParkedEntry,
+    pub parked_day: NaiveDate,
+    /// As received, bounded (SPEC §5); `None` once
+    /// INBOX_PARKED_PAYLOAD_DAYS cleared it.
+    pub payload: Option<Vec<u8>>,
+    /// The headers as stored: secrets redacted when it was parked.
+    pub headers_json: String,
+    pub record_key: Option<Vec<u8>>,
+    /// When its copy reached the DLQ topic, or (equal to `parked_at`) that
+    /// none is owed (parked by a consumer without DLQ_TOPIC); `None`: owed.
+    pub dlq_sent_at: Option<DateTime<Utc>>,
 }
 
 /// How many parked records [`list_parked`] chooses from, counted up to

@@ -792,12 +792,12 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         panic!("three parked: {parked:?}")
     };
     assert_eq!(
-        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku)
+        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku, None)
             .await
             .expect("candidates"),
         [unknown_id, later_id]
     );
-    let listed = list_parked(inbox.pool(), inbox.consumer(), None, None, 10)
+    let listed = list_parked(inbox.pool(), inbox.consumer(), &ParkedFilter::default(), 10)
         .await
         .expect("listed");
     assert_eq!(
@@ -841,7 +841,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         ReplayOutcome::AlreadyReplayed(_)
     ));
     assert_eq!(
-        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku)
+        replay_candidates(inbox.pool(), inbox.consumer(), ParkReason::UnknownSku, None)
             .await
             .expect("candidates"),
         [later_id],
@@ -873,12 +873,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         "each event reserved once"
     );
     // What each replay came to is kept on its row, as the CLI prints it.
-    let outcomes: Vec<_> = list_parked(inbox.pool(), inbox.consumer(), None, None, 10)
-        .await
-        .expect("listed")
-        .into_iter()
-        .map(|entry| (entry.id, entry.replay_outcome))
-        .collect();
+    let outcomes: Vec<_> =
+        list_parked(inbox.pool(), inbox.consumer(), &ParkedFilter::default(), 10)
+            .await
+            .expect("listed")
+            .into_iter()
+            .map(|entry| (entry.id, entry.replay_outcome))
+            .collect();
     assert_eq!(
         outcomes[..2],
         [
