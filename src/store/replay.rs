@@ -147,29 +147,7 @@ pub async fn list_parked(
         .fetch_all(pool)
         .await?;
     rows.iter()
-        .map(|row| {
-            let headers: String = row.try_get("headers")?;
-            let payload: Option<Vec<u8>> = row.try_get("payload")?;
-            let key: Option<Vec<u8>> = row.try_get("record_key")?;
-            Ok(ParkedEntry {
-                order_id: crate::parked::stored_order_id(
-                    payload.as_deref(),
-                    &headers,
-                    key.as_deref(),
-                ),
-                id: row.try_get("id")?,
-                parked_at: row.try_get("parked_at")?,
-                reason: row.try_get("reason")?,
-                error: row.try_get("error")?,
-                topic: row.try_get("topic")?,
-                partition: row.try_get("kafka_partition")?,
-                offset: row.try_get("kafka_offset")?,
-                message_id: row.try_get("message_id")?,
-                replayed_at: row.try_get("replayed_at")?,
-                replay_outcome: row.try_get("replay_outcome")?,
-                trace_id: row.try_get("trace_id")?,
-            })
-        })
+        .map(parked_entry)
         .collect::<Result<_, sqlx::Error>>()
         .map_err(StoreError::from)
 }
@@ -210,6 +188,28 @@ pub struct ParkedGroup {
     pub count: ParkedCount,
 }
 
+/// A parked row as `parked list` and the console list it: its order id
+/// read from what the row kept (payload, headers, key).
+fn parked_entry(row: &sqlx::postgres::PgRow) -> Result<ParkedEntry, sqlx::Error> {
+    let headers: String = row.try_get("headers")?;
+    let payload: Option<Vec<u8>> = row.try_get("payload")?;
+    let key: Option<Vec<u8>> = row.try_get("record_key")?;
+    Ok(ParkedEntry {
+        order_id: crate::parked::stored_order_id(payload.as_deref(), &headers, key.as_deref()),
+        id: row.try_get("id")?,
+        parked_at: row.try_get("parked_at")?,
+        reason: row.try_get("reason")?,
+        error: row.try_get("error")?,
+        topic: row.try_get("topic")?,
+        partition: row.try_get("kafka_partition")?,
+        offset: row.try_get("kafka_offset")?,
+        message_id: row.try_get("message_id")?,
+        replayed_at: row.try_get("replayed_at")?,
+        replay_outcome: row.try_get("replay_outcome")?,
+        trace_id: row.try_get("trace_id")?,
+    })
+}
+
 /// One parked record of `consumer`, whole, if there is one of that id.
 pub async fn parked_record(
     pool: &DbPool,
@@ -224,28 +224,12 @@ pub async fn parked_record(
     else {
         return Ok(None);
     };
-    let headers: String = row.try_get("headers")?;
-    let payload: Option<Vec<u8>> = row.try_get("payload")?;
-    let key: Option<Vec<u8>> = row.try_get("record_key")?;
     Ok(Some(ParkedRecord {
-        entry: ParkedEntry {
-            order_id: crate::parked::stored_order_id(payload.as_deref(), &headers, key.as_deref()),
-            id: row.try_get("id")?,
-            parked_at: row.try_get("parked_at")?,
-            reason: row.try_get("reason")?,
-            error: row.try_get("error")?,
-            topic: row.try_get("topic")?,
-            partition: row.try_get("kafka_partition")?,
-            offset: row.try_get("kafka_offset")?,
-            message_id: row.try_get("message_id")?,
-            replayed_at: row.try_get("replayed_at")?,
-            replay_outcome: row.try_get("replay_outcome")?,
-            trace_id: row.try_get("trace_id")?,
-        },
+        entry: parked_entry(&row)?,
         parked_day: row.try_get("parked_day")?,
-        payload,
-        headers_json: headers,
-        record_key: key,
+        payload: row.try_get("payload")?,
+        headers_json: row.try_get("headers")?,
+        record_key: row.try_get("record_key")?,
         dlq_sent_at: row.try_get("dlq_sent_at")?,
     }))
 }
