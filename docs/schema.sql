@@ -1262,6 +1262,19 @@ CREATE TABLE public.inbox_ledger_filter_slot (
 ALTER TABLE ONLY public.inbox_ledger_filter_slot ALTER COLUMN words SET STORAGE MAIN;
 
 --
+-- Name: inbox_outcome_minute; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_outcome_minute (
+    consumer text NOT NULL,
+    slot smallint NOT NULL,
+    outcome text NOT NULL,
+    minute timestamp with time zone NOT NULL,
+    events bigint NOT NULL,
+    CONSTRAINT inbox_outcome_minute_slot_check CHECK (((slot >= 0) AND (slot <= 119)))
+);
+
+--
 -- Name: inbox_parked; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1446,6 +1459,13 @@ ALTER TABLE ONLY public.inbox_ledger_filter
 
 ALTER TABLE ONLY public.inbox_ledger_filter_slot
     ADD CONSTRAINT inbox_ledger_filter_slot_pkey PRIMARY KEY (generation, slot);
+
+--
+-- Name: inbox_outcome_minute inbox_outcome_minute_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_outcome_minute
+    ADD CONSTRAINT inbox_outcome_minute_pkey PRIMARY KEY (consumer, slot, outcome);
 
 --
 -- Name: inbox_parked inbox_parked_consumer_topic_kafka_partition_kafka_offset_pa_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1820,6 +1840,13 @@ GRANT SELECT ON TABLE public.inbox_ledger_filter_layout TO inventory_app;
 --
 
 GRANT SELECT ON TABLE public.inbox_ledger_filter_slot TO inventory_app;
+
+--
+-- Name: TABLE inbox_outcome_minute; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.inbox_outcome_minute TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_outcome_minute TO inventory_operator;
 
 --
 -- Name: TABLE inbox_parked; Type: ACL; Schema: public; Owner: -

@@ -550,3 +550,109 @@ async fn each_records_decision_is_logged_only_when_asked() {
     assert!(!log.contains("record decided"), "{log}");
     assert!(log.contains("record parked"), "{log}");
 }
+
+/// The console's chart counts what the database holds: once a member has
+/// stopped (its last flush), the events of each outcome in the ring of
+/// outcomes per minute are the ledger's rows of that status, the parked
+/// rows, and the records that left none (duplicates).
+#[tokio::test]
+async fn the_outcomes_per_minute_add_up_to_the_database() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-A", 1000)]).await;
+    let mut records = Vec::new();
+    for i in 0..40 {
+        let event = order(&format!("ORD-{i}"), &[("SKU-A", 1)]);
+        records.push(Outgoing::event(&event));
+        if i % 4 == 0 {
+            records.push(Outgoing::event(&event));
+        }
+    }
+    for i in 0..5 {
+        records.push(Outgoing::event(&order(
+            &format!("ORD-{i}"),
+            &[("SKU-A", 1)],
+        )));
+    }
+    for _ in 0..3 {
+        records.push(Outgoing::raw("P", b"{nope"));
+    }
+    records.push(Outgoing::event(&order("ORD-Z", &[("SKU-Z", 1)])));
+    produce(&producer(), &topic, &records).await;
+
+    let spec = ConsumerSpec::new(&db, &topic);
+    let consumer = spec.start();
+    wait_committed(&spec, records.len() as i64).await;
+    consumer.stop().await;
+
+    let ring = |outcome: &str| {
+        format!(
+            "SELECT coalesce(sum(events), 0)::bigint FROM inbox_outcome_minute \
+             WHERE outcome = '{outcome}'"
+        )
+    };
+    let ledger =
+        |status: &str| format!("SELECT count(*) FROM processed_inbox WHERE status = '{status}'");
+    let processed = db.count(&ledger("p")).await;
+    let business_duplicates = db.count(&ledger("d")).await;
+    let parked = db.count("SELECT count(*) FROM inbox_parked").await;
+    assert_eq!((processed, business_duplicates, parked), (40, 5, 4));
+    assert_eq!(db.count(&ring("processed")).await, processed);
+    assert_eq!(
+        db.count(&ring("business_duplicate")).await,
+        business_duplicates
+    );
+    assert_eq!(db.count(&ring("parked")).await, parked);
+    let duplicates = records.len() as i64 - processed - business_duplicates - parked;
+    assert_eq!(db.count(&ring("duplicate")).await, duplicates);
+    // One row per minute and outcome, in the minute's slot of the ring.
+    let misplaced = db
+        .count(
+            "SELECT count(*) FROM inbox_outcome_minute \
+             WHERE slot <> (floor(extract(epoch FROM minute) / 60)::bigint % 120) \
+                OR minute <> date_trunc('minute', minute)",
+        )
+        .await;
+    assert_eq!(misplaced, 0);
+}
+
+/// The ring is written over in place: a minute adds up in its slot, the
+/// minute two hours later takes the slot over, and a flush of a minute
+/// older than the slot's is dropped. So the table holds at most 120 rows
+/// per consumer and outcome, whatever the traffic.
+#[tokio::test]
+async fn the_ring_of_outcomes_keeps_two_hours_in_place() {
+    let db = TestDb::new().await;
+    let flush = |minute: &str, events: i64| {
+        let pool = db.pool.clone();
+        let minute = minute.to_owned();
+        async move {
+            sqlx::query(include_str!("../sql/outcomes_flush.sql"))
+                .bind("ring")
+                .bind(vec![minute.parse::<chrono::DateTime<Utc>>().unwrap()])
+                .bind(vec!["processed"])
+                .bind(vec![events])
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    let slot = "SELECT events FROM inbox_outcome_minute WHERE consumer = 'ring'";
+    flush("2026-12-07T10:00:00Z", 5).await;
+    flush("2026-12-07T10:00:00Z", 2).await;
+    assert_eq!(db.count(slot).await, 7, "the same minute adds up");
+    flush("2026-12-07T12:00:00Z", 3).await;
+    assert_eq!(
+        db.count(slot).await,
+        3,
+        "two hours later: the slot taken over"
+    );
+    flush("2026-12-07T10:00:00Z", 100).await;
+    assert_eq!(db.count(slot).await, 3, "an older minute is dropped");
+    flush("2026-12-07T12:01:00Z", 1).await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM inbox_outcome_minute WHERE consumer = 'ring'")
+            .await,
+        2
+    );
+}

@@ -227,9 +227,10 @@ fn partition_table(
 }
 
 /// Outcomes drawn, with their colours.
-const SERIES: [(&str, &str); 3] = [
+const SERIES: [(&str, &str); 4] = [
     ("processed", "#3f8f5f"),
     ("business_duplicate", "#d9a400"),
+    ("duplicate", "#7f8c9a"),
     ("parked", "#c0392b"),
 ];
 
@@ -282,7 +283,7 @@ pub fn chart(rates: &[OutcomeMinute], now: DateTime<Utc>) -> Markup {
                 text x=(74.0 + i as f64 * 170.0) y=(height + 28.0) font-size="11" { (name) }
             }
         }
-        p.muted { (total) " events recorded in the hour (ledger rows of today's and yesterday's event days, parked rows; duplicates leave no row: see " code { "inbox_duplicate_ignored_total" } ")." }
+        p.muted { (total) " events in the hour, as the consumer's members counted them after each batch's commit (added every 10 s; replays by an operator are not counted)." }
     }
 }
 
@@ -759,7 +760,7 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("12:30 parked: 60 events (1.00/s)"), "{svg}");
-        assert!(svg.contains("180 events recorded"), "{svg}");
+        assert!(svg.contains("180 events in the hour"), "{svg}");
     }
 
     #[test]

@@ -106,12 +106,28 @@ impl Pipeline {
         }
     }
 
-    /// The periodic checks, between rounds: the positions, and the DLQ
-    /// copies the owned partitions' parked rows owe.
+    /// The periodic checks, between rounds: the positions, the DLQ copies
+    /// the owned partitions' parked rows owe, and the outcomes counted
+    /// since the last upkeep added to the console's chart.
     async fn upkeep(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
         self.seek_again(poll);
         self.check_positions(records, poll).await;
         self.send_owed_copies().await;
+        self.flush_outcomes(poll).await;
+    }
+
+    /// Adds the outcomes counted since the last flush to the database's
+    /// ring of them; kept for the next flush when the database refuses.
+    pub(super) async fn flush_outcomes(&self, poll: &mut Poll) {
+        if poll.outcomes.is_empty() {
+            return;
+        }
+        let tally = std::mem::take(&mut poll.outcomes);
+        let consumer = self.inbox.consumer();
+        if let Err(error) = store::flush_outcomes(self.inbox.pool(), consumer, &tally).await {
+            tracing::debug!(%error, "cannot add the outcomes per minute; sent with the next upkeep");
+            poll.outcomes.restore(tally);
+        }
     }
 
     /// Tells the database which DLQ copies the topic confirmed, and sends

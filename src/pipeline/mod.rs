@@ -70,6 +70,8 @@ const RECOMMIT_EVERY: Duration = Duration::from_secs(1);
 /// also those of partitions that receive nothing (a batch checks its own),
 /// and the DLQ copies parked rows owe are sent.
 const UPKEEP_EVERY: Duration = Duration::from_secs(10);
+/// How long the last flush of the outcomes per minute may take at the end.
+const FLUSH_AT_STOP_WITHIN: Duration = Duration::from_secs(2);
 
 /// How often a held breaker is read from the database.
 const BREAKER_CHECK_EVERY: Duration = Duration::from_secs(2);
@@ -158,6 +160,10 @@ struct Poll {
     /// where to: their records are dropped as they arrive, and the seek
     /// tried again, until it is done.
     unsought: BTreeMap<PartitionKey, (rdkafka::Offset, std::time::Instant)>,
+    /// The outcomes of the rounds committed since the last upkeep, per
+    /// minute: added to the database's ring of them (the console's chart)
+    /// at each upkeep and at the end.
+    outcomes: store::OutcomeTally,
 }
 
 impl Poll {
@@ -204,6 +210,7 @@ impl Pipeline {
                 every
             },
             unsought: BTreeMap::new(),
+            outcomes: store::OutcomeTally::default(),
         };
         let mut failpoint = FailPoint::from_env();
         // Held by another member, or before a restart: held here too.
@@ -253,6 +260,7 @@ impl Pipeline {
             let (batches, outcome) = applied;
             if !batches.is_empty() {
                 self.committed(&batches, &outcome, &poll, &mut failpoint);
+                poll.outcomes.record(&outcome, chrono::Utc::now());
                 if let Some(why) = tripped(&mut poll.breaker, &batches, &outcome) {
                     self.hold_for_operator(&why, true, &mut poll).await;
                 }
@@ -261,6 +269,9 @@ impl Pipeline {
                 break;
             }
         }
+        // The last counts, unless the database does not answer soon: a
+        // chart's minute is not worth holding up a shutdown.
+        let _ = tokio::time::timeout(FLUSH_AT_STOP_WITHIN, self.flush_outcomes(&mut poll)).await;
         if let Some(dlq) = &self.dlq {
             dlq.flush(Duration::from_secs(5));
             let delivered = dlq.take_delivered();

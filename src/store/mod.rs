@@ -33,7 +33,8 @@
 //! - `breaker`: the poison breaker's state, shared by every member
 //!   (functions over the pool).
 //! - `filter`: the filters of the ledger's closed days, built by maintenance.
-//! - `outcomes`: events per minute by outcome, for the console's chart.
+//! - `outcomes`: events per minute by outcome, counted by the members, for
+//!   the console's chart.
 //! - `error`: [`StoreError`] and the SQLSTATE table.
 
 mod apply;
@@ -55,7 +56,7 @@ pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
 pub use dlq::{copies_owed, copies_sent};
 pub use error::{StoreError, RETRY_REASONS};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
-pub use outcomes::{outcomes_by_minute, OutcomeMinute};
+pub use outcomes::{flush_outcomes, outcomes_by_minute, OutcomeMinute, OutcomeTally};
 pub use pooler::{DbPool, Pooler};
 pub use position_guard::{Behind, PositionGuard};
 pub use replay::{
