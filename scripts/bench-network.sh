@@ -26,6 +26,9 @@ scripts/services.sh prune
 out=.local/bench/network
 mkdir -p "$out"
 rtts=${BENCH_NETWORK_RTTS:-"0 2 10 50"}
+# The table is this checkout's own build (its make target builds it), not
+# INBOX_BIN_DIR's: an A/B build may predate `inbox-loadgen table`.
+tables="$REPO/target/release/inbox-loadgen"
 prefill=${BENCH_NETWORK_PREFILL:-100000}
 steady_seconds=${BENCH_NETWORK_STEADY_SECONDS:-60}
 direct=127.0.0.1:5432
@@ -66,7 +69,7 @@ if [[ ${1:-} == --sweep ]]; then
                 --duration 30 --rate 1400 --pause-for 0 -- --warmup 5
         done
     done
-    python3 scripts/bench_network_table.py --sweep "$out" "${BENCH_NETWORK_LANES:-1 2 4 8}"
+    "$tables" table lanes "$out" "${BENCH_NETWORK_LANES:-1 2 4 8}"
     exit "$status"
 fi
 
@@ -77,5 +80,5 @@ for rtt in loopback $rtts; do
     loadtest "${label}_max" "$db" --prefill "$prefill" -- --duplicate-ratio 0 --poison-ratio 0
     loadtest "${label}_backlog" "$db" --duration 90 --rate 1400 --pause-at 15 --pause-for 60
 done
-python3 scripts/bench_network_table.py "$out" "$rtts" || status=1
+"$tables" table network "$out" "$rtts" || status=1
 exit "$status"

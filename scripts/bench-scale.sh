@@ -112,4 +112,6 @@ for round in $(seq 1 "$rounds"); do
     measure history "$history" "$round"
     psql -q "$PG/inventory" -c "DROP DATABASE $empty WITH (FORCE)"
 done
-python3 scripts/bench_scale_table.py "$out" "$events" "$rounds"
+# The table is this checkout's own build (its make target builds it), not
+# INBOX_BIN_DIR's: an A/B build may predate `inbox-loadgen table`.
+"$REPO/target/release/inbox-loadgen" table scale "$out" "$events" "$rounds"

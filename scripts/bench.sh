@@ -38,4 +38,6 @@ scripts/loadtest.sh --scenario max_per_record --strategy per-record \
 
 CEILING_EVENTS="$prefill" scripts/bench-ceiling.sh "$out"
 
-python3 scripts/bench_table.py "$out"
+# The table is this checkout's own build (its make target builds it), not
+# INBOX_BIN_DIR's: an A/B build may predate `inbox-loadgen table`.
+"$REPO/target/release/inbox-loadgen" table bench "$out"

@@ -87,7 +87,7 @@ for _ in $(seq 100); do
 done
 
 # Every minute: the sizes (loadtest/sql/storage_snapshot.sql) and the
-# consumer's batch-duration histogram, for scripts/soak_table.py.
+# consumer's batch-duration histogram, for `inbox-loadgen table soak`.
 (
     while true; do
         now=$(date +%s)
@@ -143,5 +143,7 @@ done
 sleep 2
 stop
 trap - EXIT
-python3 scripts/soak_table.py "$out" "$days" "$day_seconds" || status=1
+# The table is this checkout's own build (its make target builds it), not
+# INBOX_BIN_DIR's: an A/B build may predate `inbox-loadgen table`.
+"$REPO/target/release/inbox-loadgen" table soak "$out" "$days" "$day_seconds" || status=1
 exit "$status"

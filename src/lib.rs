@@ -31,7 +31,8 @@
 //! - [`console`]: `inventory-inbox console`, the operator console in the
 //!   browser, on the store's and the operator's functions.
 //! - [`pipeline`]: the loop poll -> apply -> commit, retries, shutdown.
-//! - [`metrics`]: the Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: the Prometheus metrics; `metrics::http` serves them at
+//!   `/metrics` with `/healthz` and `/readyz`.
 //! - [`telemetry`]: OpenTelemetry spans of batches, exported over OTLP.
 //! - [`service`]: start-up wiring of `inventory-inbox run`.
 

@@ -16,7 +16,8 @@
 //!           /metrics, the group's committed offsets
 //! verdict   pure judgement: reconciliation, latency and its spike window,
 //!           histogram quantiles; takes plain data, imports no other layer
-//! output    the JSON reports, the terminal summary, the picture
+//! output    the JSON reports, the terminal summary, the picture; the
+//!           benchmark scripts' tables
 //! ```
 //!
 //! Dependencies go one way: probes fill verdict's plain types, output
@@ -36,7 +37,9 @@
 //! consumers in [`workload::fleet`], its recovery read from
 //! [`probes::group_progress`], its table in [`output::chaos_report`]) and
 //! `db-ceiling` ([`commands::db_ceiling`]) and `profile`
-//! ([`commands::profile`]) reuse its parts.
+//! ([`commands::profile`]) reuse its parts. `table` ([`commands::table`])
+//! runs nothing: it reads the reports a benchmark script's runs wrote and
+//! prints their table ([`output::tables`]).
 
 mod commands;
 mod output;
@@ -83,6 +86,11 @@ enum Command {
     /// StatefulSet does it, per configuration (variants alternating), with
     /// a baseline; prints a table. Exits 1 when a phase fails to reconcile.
     Deploy(commands::deploy::DeployArgs),
+    /// The table of a benchmark script (bench, network, lanes, scale,
+    /// soak) from the reports its runs wrote: the figures gathered into one
+    /// JSON file beside them and printed. Exits 1 when a run did not
+    /// reconcile (soak: or a table's size did not level off).
+    Table(commands::table::TableArgs),
 }
 
 /// The service binary's allocator, so that `db-ceiling` measures its batch
@@ -100,6 +108,7 @@ async fn main() -> ExitCode {
             Command::Chaos(args) => commands::chaos::chaos(args).await,
             Command::Explore(args) => commands::explore::explore(args).await,
             Command::Deploy(args) => commands::deploy::deploy(args).await,
+            Command::Table(args) => commands::table::table(args),
         }
     };
     // Dropping the run on Ctrl-C drops a paused consumer's guard: SIGCONT.

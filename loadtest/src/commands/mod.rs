@@ -13,3 +13,4 @@ pub mod profile;
 pub mod run;
 pub mod settle;
 pub mod shell;
+pub mod table;

@@ -1,11 +1,13 @@
 //! What a person gets from a run: the JSON report of docs/design.md#load-generator with a summary
 //! on the terminal and the picture beside the report; for a chaos run, its
-//! table and JSON report; for a deploy run, the same.
+//! table and JSON report; for a deploy run, the same; the tables of the
+//! benchmark scripts, made from their runs' reports.
 
 pub mod chaos_report;
 pub mod chart;
 pub mod deploy_report;
 pub mod report;
+pub mod tables;
 
 use std::path::Path;
 
