@@ -276,8 +276,8 @@ impl Metrics {
         for kind in ["assign", "revoke"] {
             self.rebalances.with_label_values(&[kind]);
         }
-        for reason in crate::store::RETRY_REASONS {
-            self.db_retries.with_label_values(&[reason]);
+        for reason in crate::store::RetryReason::ALL {
+            self.db_retries.with_label_values(&[reason.as_str()]);
         }
     }
 

@@ -157,7 +157,7 @@ pub(crate) struct BatchRolledBack<'a> {
 
 impl BatchRolledBack<'_> {
     pub fn emit(&self, metrics: &Metrics) {
-        let reason = self.error.retry_reason();
+        let reason = self.error.retry_reason().as_str();
         metrics.db_retries.with_label_values(&[reason]).inc();
         metrics
             .readiness

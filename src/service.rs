@@ -175,7 +175,9 @@ async fn database_ready(
             Err(store::StoreError::Transient { .. }) if shutdown.is_asked() => return Ok(false),
             Err(error @ store::StoreError::Transient { .. }) => {
                 let error = match error.retry_reason() {
-                    "pool_timeout" => pool.why_no_connection().await.unwrap_or(error),
+                    store::RetryReason::PoolTimeout => {
+                        pool.why_no_connection().await.unwrap_or(error)
+                    }
                     _ => error,
                 };
                 if !matches!(error, store::StoreError::Transient { .. }) {

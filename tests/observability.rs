@@ -395,7 +395,7 @@ async fn every_counter_and_histogram_is_exposed_from_the_first_scrape() {
             .map(|reason| format!(r#"inbox_parked_total{{reason="{}"}}"#, reason.as_str())),
     )
     .chain(
-        inventory_inbox::store::RETRY_REASONS
+        inventory_inbox::store::RetryReason::ALL
             .iter()
             .map(|reason| format!(r#"inbox_db_retries_total{{reason="{reason}"}}"#)),
     ) {

@@ -121,7 +121,7 @@ impl Pipeline {
         let result = self.inbox.apply(batch, span.trace_id().as_deref()).await;
         match &result {
             Ok(outcome) => span.applied(outcome),
-            Err(error) => span.failed(error.retry_reason(), error),
+            Err(error) => span.failed(error.retry_reason().as_str(), error),
         }
         result
     }
@@ -166,7 +166,7 @@ impl Pipeline {
                     .emit(&self.metrics);
                     if let State::Draining { since } = poll.state() {
                         if since.elapsed() > SHUTDOWN_GRACE {
-                            tracing::warn!(reason = error.retry_reason(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
+                            tracing::warn!(reason = error.retry_reason().as_str(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
                             break None;
                         }
                     }

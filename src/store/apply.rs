@@ -20,7 +20,7 @@ use crate::event::{self, ParkReason, MAX_PAYLOAD_BYTES};
 use crate::parked::{self, ParkedRow};
 
 use super::position_guard::PositionGuard;
-use super::{DbPool, StoreError};
+use super::{DbPool, RetryReason, StoreError};
 
 const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 
@@ -238,7 +238,7 @@ impl BatchWriter {
                     races += 1;
                     if races > MAX_RACES {
                         return Err(StoreError::Transient {
-                            reason: "serialization_failure",
+                            reason: RetryReason::SerializationFailure,
                             message,
                         });
                     }
@@ -321,7 +321,7 @@ impl BatchWriter {
         if matches!(
             result,
             Err(StoreError::Transient {
-                reason: "database_timeout",
+                reason: RetryReason::DatabaseTimeout,
                 ..
             })
         ) {

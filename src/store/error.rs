@@ -12,7 +12,7 @@ pub enum StoreError {
     /// deadlock, shutdown, too many connections.
     #[error("database unavailable ({reason}): {message}")]
     Transient {
-        reason: &'static str,
+        reason: RetryReason,
         message: String,
     },
     /// The database refused the data itself; retrying the same data fails
@@ -79,25 +79,70 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
     }
 }
 
-/// Every value of `inbox_db_retries_total{reason}` (those of
-/// [`StoreError::retry_reason`]), so that each series exists from the first
-/// scrape.
-pub const RETRY_REASONS: [&str; 14] = [
-    "serialization_failure",
-    "database_timeout",
-    "deadlock",
-    "too_many_connections",
-    "lock_not_available",
-    "query_canceled",
-    "admin_shutdown",
-    "connection",
-    "insufficient_resources",
-    "pool_timeout",
-    "database_error",
-    "rejected",
-    "missing_partition",
-    "position_behind",
-];
+/// Why a batch is retried: the label of `inbox_db_retries_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryReason {
+    SerializationFailure,
+    DatabaseTimeout,
+    Deadlock,
+    TooManyConnections,
+    LockNotAvailable,
+    QueryCanceled,
+    AdminShutdown,
+    Connection,
+    InsufficientResources,
+    PoolTimeout,
+    DatabaseError,
+    Rejected,
+    MissingPartition,
+    PositionBehind,
+}
+
+impl RetryReason {
+    /// Every reason, so that each series exists from the first scrape.
+    pub const ALL: [RetryReason; 14] = [
+        RetryReason::SerializationFailure,
+        RetryReason::DatabaseTimeout,
+        RetryReason::Deadlock,
+        RetryReason::TooManyConnections,
+        RetryReason::LockNotAvailable,
+        RetryReason::QueryCanceled,
+        RetryReason::AdminShutdown,
+        RetryReason::Connection,
+        RetryReason::InsufficientResources,
+        RetryReason::PoolTimeout,
+        RetryReason::DatabaseError,
+        RetryReason::Rejected,
+        RetryReason::MissingPartition,
+        RetryReason::PositionBehind,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::SerializationFailure => "serialization_failure",
+            RetryReason::DatabaseTimeout => "database_timeout",
+            RetryReason::Deadlock => "deadlock",
+            RetryReason::TooManyConnections => "too_many_connections",
+            RetryReason::LockNotAvailable => "lock_not_available",
+            RetryReason::QueryCanceled => "query_canceled",
+            RetryReason::AdminShutdown => "admin_shutdown",
+            RetryReason::Connection => "connection",
+            RetryReason::InsufficientResources => "insufficient_resources",
+            RetryReason::PoolTimeout => "pool_timeout",
+            RetryReason::DatabaseError => "database_error",
+            RetryReason::Rejected => "rejected",
+            RetryReason::MissingPartition => "missing_partition",
+            RetryReason::PositionBehind => "position_behind",
+        }
+    }
+}
+
+impl std::fmt::Display for RetryReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 impl StoreError {
     /// Whether the statement may have committed although this error came
@@ -107,25 +152,27 @@ impl StoreError {
         matches!(
             self,
             StoreError::Transient {
-                reason: "connection" | "database_timeout",
+                reason: RetryReason::Connection | RetryReason::DatabaseTimeout,
                 ..
             } | StoreError::PartlyApplied(_)
         )
     }
 
     /// The label of `inbox_db_retries_total{reason}` for a batch that failed
-    /// with this error: one of [`RETRY_REASONS`].
-    pub fn retry_reason(&self) -> &'static str {
+    /// with this error.
+    pub fn retry_reason(&self) -> RetryReason {
         match self {
-            StoreError::Transient { reason, .. } => reason,
+            StoreError::Transient { reason, .. } => *reason,
             StoreError::Unexpected { .. }
             | StoreError::Migrate(_)
             | StoreError::Schema(_)
-            | StoreError::Refused(_) => "database_error",
-            StoreError::Rejected { .. } => "rejected",
-            StoreError::MissingPartition { .. } => "missing_partition",
-            StoreError::PositionBehind(_) => "position_behind",
-            StoreError::SplitBefore { .. } | StoreError::Raced { .. } => "serialization_failure",
+            | StoreError::Refused(_) => RetryReason::DatabaseError,
+            StoreError::Rejected { .. } => RetryReason::Rejected,
+            StoreError::MissingPartition { .. } => RetryReason::MissingPartition,
+            StoreError::PositionBehind(_) => RetryReason::PositionBehind,
+            StoreError::SplitBefore { .. } | StoreError::Raced { .. } => {
+                RetryReason::SerializationFailure
+            }
             StoreError::PartlyApplied(error) => error.retry_reason(),
         }
     }
@@ -135,7 +182,7 @@ impl StoreError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Retry the batch unchanged, counted under this reason.
-    Retry(&'static str),
+    Retry(RetryReason),
     /// The record's own data: split the batch to isolate it, park it.
     Isolate,
     /// The ledger has no partition for a record's day: re-read the window.
@@ -156,14 +203,14 @@ pub enum Verdict {
 /// SQLSTATE codes, or classes (two characters), and what they mean here;
 /// the first match wins. Codes not listed are [`Verdict::Unexpected`].
 const SQLSTATES: [(&str, Verdict); 14] = [
-    ("40001", Verdict::Retry("serialization_failure")),
-    ("40P01", Verdict::Retry("deadlock")),
-    ("53300", Verdict::Retry("too_many_connections")),
-    ("55P03", Verdict::Retry("lock_not_available")),
-    ("57014", Verdict::Retry("query_canceled")),
+    ("40001", Verdict::Retry(RetryReason::SerializationFailure)),
+    ("40P01", Verdict::Retry(RetryReason::Deadlock)),
+    ("53300", Verdict::Retry(RetryReason::TooManyConnections)),
+    ("55P03", Verdict::Retry(RetryReason::LockNotAvailable)),
+    ("57014", Verdict::Retry(RetryReason::QueryCanceled)),
     // The database does not accept connections now (ALLOW_CONNECTIONS
     // false, a maintenance window): like one that is down.
-    ("55000", Verdict::Retry("connection")),
+    ("55000", Verdict::Retry(RetryReason::Connection)),
     // inbox_position_behind (migration 20261203000003).
     ("IX001", Verdict::PositionBehind),
     // inbox_refuse (migration 20261204000002).
@@ -171,11 +218,11 @@ const SQLSTATES: [(&str, Verdict); 14] = [
     ("IX003", Verdict::Raced),
     // Class 57P: operator intervention (admin shutdown, crash shutdown,
     // cannot connect now).
-    ("57P", Verdict::Retry("admin_shutdown")),
+    ("57P", Verdict::Retry(RetryReason::AdminShutdown)),
     // Class 08: connection exceptions.
-    ("08", Verdict::Retry("connection")),
+    ("08", Verdict::Retry(RetryReason::Connection)),
     // Class 53: insufficient resources (disk full, out of memory).
-    ("53", Verdict::Retry("insufficient_resources")),
+    ("53", Verdict::Retry(RetryReason::InsufficientResources)),
     // Data exceptions and integrity violations belong to the records.
     ("22", Verdict::Isolate),
     ("23", Verdict::Isolate),
@@ -305,15 +352,15 @@ impl From<sqlx::Error> for StoreError {
                     Verdict::Unexpected => StoreError::Unexpected { sqlstate, message },
                 }
             }
-            sqlx::Error::PoolTimedOut => transient("pool_timeout"),
+            sqlx::Error::PoolTimedOut => transient(RetryReason::PoolTimeout),
             sqlx::Error::Tls(tls) => match untrusted_certificate(&tls.to_string()) {
                 Some(refused) => StoreError::Refused(refused),
-                None => transient("connection"),
+                None => transient(RetryReason::Connection),
             },
             sqlx::Error::Io(_)
             | sqlx::Error::Protocol(_)
             | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => transient("connection"),
+            | sqlx::Error::WorkerCrashed => transient(RetryReason::Connection),
             _ => StoreError::Unexpected {
                 sqlstate: String::new(),
                 message: error.to_string(),
@@ -354,12 +401,10 @@ mod tests {
             ("08006", "connection"),
             ("55000", "connection"),
         ] {
-            assert_eq!(
-                classify(sqlstate, None, None),
-                Verdict::Retry(reason),
+            assert!(
+                matches!(classify(sqlstate, None, None), Verdict::Retry(r) if r.as_str() == reason),
                 "{sqlstate}"
             );
-            assert!(RETRY_REASONS.contains(&reason), "{reason} is exposed");
         }
     }
 
@@ -477,14 +522,14 @@ mod tests {
         ] {
             let store = StoreError::from(error);
             assert!(
-                matches!(store, StoreError::Transient { reason: r, .. } if r == reason),
+                matches!(store, StoreError::Transient { reason: r, .. } if r.as_str() == reason),
                 "{store:?}"
             );
-            assert_eq!(store.retry_reason(), reason);
+            assert_eq!(store.retry_reason().as_str(), reason);
             assert_eq!(store.answer_may_be_lost(), maybe_committed, "{store:?}");
         }
         let timeout = StoreError::Transient {
-            reason: "database_timeout",
+            reason: RetryReason::DatabaseTimeout,
             message: String::new(),
         };
         assert!(timeout.answer_may_be_lost());
@@ -528,10 +573,19 @@ mod tests {
                 "serialization_failure",
             ),
         ] {
-            assert_eq!(error.retry_reason(), reason, "{error:?}");
-            assert!(RETRY_REASONS.contains(&reason), "{reason} is exposed");
+            assert_eq!(error.retry_reason().as_str(), reason, "{error:?}");
             assert!(!error.answer_may_be_lost(), "{error:?}");
         }
+    }
+
+    #[test]
+    fn every_reason_has_its_own_label() {
+        let labels: std::collections::BTreeSet<&str> =
+            RetryReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(labels.len(), RetryReason::ALL.len());
+        assert!(labels
+            .iter()
+            .all(|l| l.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
     }
 
     #[test]

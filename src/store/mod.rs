@@ -54,7 +54,7 @@ mod window_cache;
 pub use apply::{BatchOutcome, BatchWriter, Decision, DecisionOutcome, DECISIONS};
 pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
 pub use dlq::{copies_owed, copies_sent};
-pub use error::{StoreError, RETRY_REASONS};
+pub use error::{RetryReason, StoreError};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
 pub use outcomes::{flush_outcomes, outcomes_by_minute, OutcomeMinute, OutcomeTally};
 pub use pooler::{DbPool, Pooler};

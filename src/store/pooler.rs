@@ -175,7 +175,7 @@ impl DbPool {
         match tokio::time::timeout(self.answer_within, work).await {
             Ok(result) => result,
             Err(_) => Err(super::StoreError::Transient {
-                reason: "database_timeout",
+                reason: super::RetryReason::DatabaseTimeout,
                 message: format!(
                     "no answer from the database within {:?}",
                     self.answer_within
@@ -213,7 +213,7 @@ impl DbPool {
             None => format!("{}:{}", options.get_host(), options.get_port()),
         };
         let cannot = |why: String| super::StoreError::Transient {
-            reason: "connection",
+            reason: super::RetryReason::Connection,
             message: format!("cannot connect to DATABASE_URL's {address}: {why}"),
         };
         let attempt = PgConnection::connect_with(&options);

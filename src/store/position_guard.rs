@@ -138,7 +138,7 @@ impl PositionGuard {
         match self.gone_back(&keys).await {
             Ok(behind) if behind.positions.is_empty() => StoreError::Transient {
                 // Moved forward since (another member): simply try again.
-                reason: "position_behind",
+                reason: super::RetryReason::PositionBehind,
                 message: "the database's position moved while it was checked".into(),
             },
             Ok(behind) => StoreError::PositionBehind(behind),
