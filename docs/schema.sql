@@ -77,9 +77,8 @@ CREATE FUNCTION public.inbox_apply_batch(batch_consumer text, records public.inb
     AS $$
 DECLARE
     consumer_code smallint;
-    topic_name text;
-    topic_names text[] := '{}';
-    topic_codes smallint[] := '{}';
+    topic_names text[];
+    topic_codes smallint[];
     batch_skus text[];
     -- By record ordinal: its verdict ('fresh', 'duplicate', 'conflict',
     -- 'unknown_sku', 'parked'), the fingerprint its id has in the ledger
@@ -89,7 +88,8 @@ DECLARE
     id_hash bigint[];
     same_record boolean[];
     unknown_sku text[];
-    -- The stock rows locked, in SKU order, with the stock they hold.
+    -- The stock rows locked (of every SKU the candidates name), in SKU
+    -- order, with the stock they hold.
     locked_skus text[];
     locked_available bigint[];
     -- The (order, sku) lines reserved before, within the window.
@@ -133,32 +133,45 @@ BEGIN
     -- their first use, always in one order (the consumer's, then the
     -- topics' by name): two first batches making them in opposite orders
     -- would each wait for the other's.
-    SELECT c.code INTO consumer_code FROM inbox_consumer c WHERE c.name = batch_consumer;
-    IF consumer_code IS NULL THEN
-        consumer_code := inbox_consumer_code(batch_consumer);
+    SELECT (SELECT c.code FROM inbox_consumer c WHERE c.name = batch_consumer),
+           coalesce(array_agg(n.topic ORDER BY n.topic), '{}'),
+           coalesce(array_agg(t.code ORDER BY n.topic), '{}')
+    INTO consumer_code, topic_names, topic_codes
+    FROM (SELECT DISTINCT r.topic FROM unnest(records) AS r) AS n
+    LEFT JOIN inbox_topic t ON t.name = n.topic;
+    IF consumer_code IS NULL OR array_position(topic_codes, NULL) IS NOT NULL THEN
+        consumer_code := coalesce(consumer_code, inbox_consumer_code(batch_consumer));
+        FOR i IN 1 .. cardinality(topic_names) LOOP
+            topic_codes[i] := coalesce(topic_codes[i], inbox_topic_code(topic_names[i]));
+        END LOOP;
     END IF;
-    FOR topic_name IN SELECT DISTINCT r.topic FROM unnest(records) AS r ORDER BY 1 LOOP
-        topic_names := topic_names || topic_name;
-        topic_codes := topic_codes || coalesce((SELECT t.code FROM inbox_topic t
-                                                WHERE t.name = topic_name),
-                                               inbox_topic_code(topic_name));
-    END LOOP;
     step_times := inbox_step_time(step_times, 'codes');
 
-    -- 1. The first SKU of each record that inventory_stock does not hold;
-    --    usually every SKU is known, and no line is looked at.
+    -- 1. The stock rows of every SKU the candidates name, locked in SKU
+    --    order, with the stock each holds: the lock is held until the
+    --    commit, so that is what the allocation counts against. A SKU
+    --    whose row the lock did not find is unknown: the first of each
+    --    record is kept; usually every SKU is found, and no line is looked
+    --    at again.
     SELECT array_agg(DISTINCT l.sku) INTO batch_skus FROM unnest(lines) AS l;
-    IF (SELECT count(*) FROM inventory_stock s WHERE s.sku = ANY (batch_skus))
-       < coalesce(cardinality(batch_skus), 0) THEN
+    SELECT array_agg(k.sku ORDER BY k.sku), array_agg(k.available ORDER BY k.sku)
+    INTO locked_skus, locked_available
+    FROM (SELECT s.sku, s.on_hand - s.reserved AS available
+          FROM inventory_stock s
+          WHERE s.sku = ANY (batch_skus)
+          ORDER BY s.sku
+          FOR UPDATE OF s) AS k;
+    step_times := inbox_step_time(step_times, 'locked');
+    IF coalesce(cardinality(locked_skus), 0) < coalesce(cardinality(batch_skus), 0) THEN
         SELECT array_agg(m.sku ORDER BY r.ordinality) INTO unknown_sku
         FROM generate_series(1, cardinality(records)) AS r(ordinality)
         LEFT JOIN (SELECT DISTINCT ON (l.record_ord) l.record_ord, l.sku
                    FROM unnest(lines) WITH ORDINALITY AS l
-                   WHERE NOT EXISTS (SELECT FROM inventory_stock s WHERE s.sku = l.sku)
+                   WHERE NOT (l.sku = ANY (coalesce(locked_skus, '{}')))
                    ORDER BY l.record_ord, l.ordinality) AS m
                ON m.record_ord = r.ordinality;
+        step_times := inbox_step_time(step_times, 'unknown_sku');
     END IF;
-    step_times := inbox_step_time(step_times, 'unknown_sku');
 
     -- 2. Each candidate against what the ledger holds of its id on any day
     --    of the window (inbox_ledger_seen: today in full, a closed day
@@ -210,19 +223,7 @@ BEGIN
     END IF;
 
     IF 'fresh' = ANY (verdict) THEN
-        -- 3. The stock rows of every SKU the fresh events name, locked in
-        --    SKU order, with the stock each holds: the lock is held until
-        --    the commit, so that is what the allocation counts against.
-        SELECT array_agg(k.sku ORDER BY k.sku), array_agg(k.available ORDER BY k.sku)
-        INTO locked_skus, locked_available
-        FROM (SELECT s.sku, s.on_hand - s.reserved AS available
-              FROM inventory_stock s
-              WHERE s.sku IN (SELECT l.sku FROM unnest(lines) AS l
-                              WHERE verdict[l.record_ord] = 'fresh')
-              ORDER BY s.sku
-              FOR UPDATE OF s) AS k;
-        step_times := inbox_step_time(step_times, 'locked');
-
+        -- 3. (The stock rows were locked at step 1.)
         -- 4. What the reservations of the window hold of the fresh events'
         --    orders, read now that their SKUs are locked: a line reserved
         --    before, or earlier in the batch, is a business duplicate and
@@ -299,8 +300,7 @@ BEGIN
     IF new_lines IS NOT NULL THEN
         -- 6. The new lines reserved first come, first served in batch
         --    order against each SKU's stock as the lock returned it: all of
-        --    a SKU's when its stock covers them (the usual case). A SKU
-        --    deleted since step 1 has no stock: its lines are rejected.
+        --    a SKU's when its stock covers them (the usual case).
         -- 7. ONE aggregated UPDATE per SKU of a line written now (rejected
         --    lines' too: every batch that writes an order line writes its
         --    SKU's row).
