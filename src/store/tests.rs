@@ -162,7 +162,9 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
     .execute(&pool)
     .await
     .expect("parked rows");
-    let report = maintain(&db).await.expect("maintain");
+    let report = maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintain");
     assert!(report.locked);
     assert_eq!(
         (report.parked_deleted, report.payloads_cleared),
@@ -180,8 +182,164 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
         scalar(&pool, "SELECT count(*) FROM inbox_parked").await,
         25_000
     );
-    let again = maintain(&db).await.expect("maintain");
+    let again = maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintain");
     assert_eq!((again.parked_deleted, again.payloads_cleared), (0, 0));
+}
+
+/// Each maintenance run is recorded with what started it and what it did,
+/// or the error that stopped it; the record keeps the last
+/// MAINTENANCE_RUNS_KEPT runs, and the overview's read finds the last run
+/// that did the work behind later failures.
+#[sqlx::test(migrations = false)]
+async fn maintenance_runs_are_recorded_with_their_result_and_bounded(pool: PgPool) {
+    let db: DbPool = pool.clone().into();
+    migrate(&db, RETENTION).await.expect("migrate");
+    let report = maintain(&db, MaintenanceTrigger::Hourly)
+        .await
+        .expect("maintain");
+    let runs = maintenance_runs(&db, 10).await.expect("runs");
+    assert_eq!(
+        runs.iter()
+            .map(|r| r.started_by.as_str())
+            .collect::<Vec<_>>(),
+        ["run: hourly", "migrate"],
+        "newest first"
+    );
+    let last = &runs[0];
+    assert!(last.did_the_work(), "{last:?}");
+    assert!(last.finished_at.expect("finished") >= last.started_at);
+    assert_eq!(
+        (
+            last.created,
+            last.dropped,
+            last.parked_deleted,
+            last.payloads_cleared
+        ),
+        (
+            Some(report.created),
+            Some(report.dropped),
+            Some(report.parked_deleted),
+            Some(report.payloads_cleared)
+        )
+    );
+    assert!(
+        runs[1].created.expect("migrate's run created the window") > 0,
+        "{:?}",
+        runs[1]
+    );
+
+    // A step that fails: the run is recorded with its error, no counts.
+    sqlx::query("ALTER FUNCTION inbox_drop_expired() RENAME TO inbox_drop_expired_away")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let failed = maintain(&db, MaintenanceTrigger::Command).await;
+    assert!(failed.is_err());
+    sqlx::query("ALTER FUNCTION inbox_drop_expired_away() RENAME TO inbox_drop_expired")
+        .execute(&pool)
+        .await
+        .expect("rename back");
+    let runs = maintenance_runs(&db, 1).await.expect("runs");
+    assert_eq!(
+        runs.len(),
+        2,
+        "the failed run and the last good one: {runs:?}"
+    );
+    assert_eq!(runs[0].started_by, "maintain");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("inbox_drop_expired")),
+        "{:?}",
+        runs[0]
+    );
+    assert_eq!((runs[0].locked, runs[0].created), (None, None));
+    assert!(runs[0].finished_at.is_some() && !runs[0].did_the_work());
+    assert_eq!(runs[1].started_by, "run: hourly");
+
+    // Months of runs: the table keeps the last MAINTENANCE_RUNS_KEPT.
+    sqlx::query(
+        "INSERT INTO inbox_maintenance_run (started_by, finished_at, locked)
+         SELECT 'run: hourly', now(), false FROM generate_series(1, 500)",
+    )
+    .execute(&pool)
+    .await
+    .expect("old runs");
+    maintain(&db, MaintenanceTrigger::StartUp)
+        .await
+        .expect("maintain");
+    let (rows, newest): (i64, String) = sqlx::query_as(
+        "SELECT count(*), (SELECT started_by FROM inbox_maintenance_run ORDER BY id DESC LIMIT 1)
+         FROM inbox_maintenance_run",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(rows, MAINTENANCE_RUNS_KEPT);
+    assert_eq!(newest, "run: start-up");
+}
+
+/// Every replay of a parked record is kept in its row's history, with its
+/// outcome and who replayed it, the last REPLAYS_KEPT of them; the last
+/// outcome stays where `parked list` reads it.
+#[sqlx::test(migrations = false)]
+async fn every_replay_of_a_parked_record_is_kept_up_to_a_bound(pool: PgPool) {
+    migrated_with_codes(&pool).await;
+    let db: DbPool = pool.clone().into();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                                   reason, error, payload)
+         VALUES (CURRENT_DATE, 'store-tests', 'orders', 0, 7, 'malformed_json', 'e', 'junk')
+         RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("a parked row");
+    let never = parked_record(&db, "store-tests", id)
+        .await
+        .expect("read")
+        .expect("the row");
+    assert!(never.replays.is_empty());
+    let times = REPLAYS_KEPT as usize + 5;
+    for n in 0..times {
+        let outcome = replay(&db, "store-tests", id, &format!("test {n}"))
+            .await
+            .expect("replay");
+        assert!(
+            matches!(
+                outcome,
+                ReplayOutcome::StillParked(ParkReason::MalformedJson, _)
+            ),
+            "{outcome}"
+        );
+    }
+    let record = parked_record(&db, "store-tests", id)
+        .await
+        .expect("read")
+        .expect("the row");
+    assert_eq!(record.replays.len(), REPLAYS_KEPT as usize, "bounded");
+    let by: Vec<&str> = record.replays.iter().map(|r| r.by.as_str()).collect();
+    assert_eq!(by.first(), Some(&"test 5"), "the oldest went: {by:?}");
+    assert_eq!(by.last(), Some(&format!("test {}", times - 1).as_str()));
+    assert!(record
+        .replays
+        .windows(2)
+        .all(|pair| pair[0].at <= pair[1].at));
+    assert!(
+        record.replays[0]
+            .outcome
+            .starts_with("still parked: malformed_json"),
+        "{:?}",
+        record.replays[0]
+    );
+    assert_eq!(
+        record.entry.replay_outcome.as_deref(),
+        Some(record.replays[REPLAYS_KEPT as usize - 1].outcome.as_str())
+    );
+    assert_eq!(record.entry.replayed_at, None, "still eligible");
 }
 
 /// Compaction rebuilds each index of the closed days once, and its report
