@@ -1262,6 +1262,36 @@ CREATE TABLE public.inbox_ledger_filter_slot (
 ALTER TABLE ONLY public.inbox_ledger_filter_slot ALTER COLUMN words SET STORAGE MAIN;
 
 --
+-- Name: inbox_maintenance_run; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_maintenance_run (
+    id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    started_by text NOT NULL,
+    finished_at timestamp with time zone,
+    locked boolean,
+    created integer,
+    dropped integer,
+    parked_deleted integer,
+    payloads_cleared integer,
+    error text
+);
+
+--
+-- Name: inbox_maintenance_run_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.inbox_maintenance_run ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.inbox_maintenance_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: inbox_parked; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1282,7 +1312,8 @@ CREATE TABLE public.inbox_parked (
     replay_outcome text,
     trace_id text,
     record_key bytea,
-    dlq_sent_at timestamp with time zone
+    dlq_sent_at timestamp with time zone,
+    replays jsonb
 )
 PARTITION BY RANGE (parked_day);
 
@@ -1446,6 +1477,13 @@ ALTER TABLE ONLY public.inbox_ledger_filter
 
 ALTER TABLE ONLY public.inbox_ledger_filter_slot
     ADD CONSTRAINT inbox_ledger_filter_slot_pkey PRIMARY KEY (generation, slot);
+
+--
+-- Name: inbox_maintenance_run inbox_maintenance_run_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_maintenance_run
+    ADD CONSTRAINT inbox_maintenance_run_pkey PRIMARY KEY (id);
 
 --
 -- Name: inbox_parked inbox_parked_consumer_topic_kafka_partition_kafka_offset_pa_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1822,6 +1860,13 @@ GRANT SELECT ON TABLE public.inbox_ledger_filter_layout TO inventory_app;
 GRANT SELECT ON TABLE public.inbox_ledger_filter_slot TO inventory_app;
 
 --
+-- Name: TABLE inbox_maintenance_run; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.inbox_maintenance_run TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_maintenance_run TO inventory_operator;
+
+--
 -- Name: TABLE inbox_parked; Type: ACL; Schema: public; Owner: -
 --
 
@@ -1929,6 +1974,12 @@ GRANT SELECT(record_key) ON TABLE public.inbox_parked TO inventory_parked_reader
 
 GRANT UPDATE(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_app;
 GRANT SELECT(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.replays; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(replays) ON TABLE public.inbox_parked TO inventory_operator;
 
 --
 -- Name: SEQUENCE inbox_parked_id_seq; Type: ACL; Schema: public; Owner: -
