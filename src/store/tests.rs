@@ -968,7 +968,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     };
     assert_eq!(
         still(
-            replay(inbox.pool(), inbox.consumer(), unknown_id)
+            replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
                 .await
                 .expect("replayed")
         ),
@@ -976,7 +976,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     );
     assert_eq!(
         still(
-            replay(inbox.pool(), inbox.consumer(), malformed_id)
+            replay(inbox.pool(), inbox.consumer(), malformed_id, "store tests")
                 .await
                 .expect("replayed")
         ),
@@ -987,13 +987,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         .await
         .expect("the SKUs are stocked");
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), unknown_id)
+        replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::Applied
     );
     assert!(matches!(
-        replay(inbox.pool(), inbox.consumer(), unknown_id)
+        replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::AlreadyReplayed(_)
@@ -1010,13 +1010,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     again[0].offset = 3;
     inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), later_id)
+        replay(inbox.pool(), inbox.consumer(), later_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::Duplicate
     );
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), 424_242)
+        replay(inbox.pool(), inbox.consumer(), 424_242, "store tests")
             .await
             .expect("asked"),
         ReplayOutcome::NotFound
@@ -1072,7 +1072,7 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
         ]
     );
     let id = |n: usize| parked.newly_parked[n].id.expect("an id");
-    match replay(inbox.pool(), inbox.consumer(), id(0))
+    match replay(inbox.pool(), inbox.consumer(), id(0), "store tests")
         .await
         .expect("replayed")
     {
@@ -1082,7 +1082,7 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
         ),
         other => panic!("expected still parked as an id conflict, got {other:?}"),
     }
-    match replay(inbox.pool(), inbox.consumer(), id(1))
+    match replay(inbox.pool(), inbox.consumer(), id(1), "store tests")
         .await
         .expect("replayed")
     {
