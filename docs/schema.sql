@@ -890,6 +890,37 @@ END;
 $$;
 
 --
+-- Name: inbox_maintenance_begun(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    run bigint;
+BEGIN
+    INSERT INTO inbox_maintenance_run (started_by) VALUES (by_whom) RETURNING id INTO run;
+    DELETE FROM inbox_maintenance_run WHERE id <= run - kept;
+    RETURN run;
+END;
+$$;
+
+--
+-- Name: inbox_maintenance_ended(bigint, boolean, integer, integer, integer, integer, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    UPDATE inbox_maintenance_run
+    SET finished_at = clock_timestamp(), locked = held, created = made, dropped = gone,
+        parked_deleted = parked_gone, payloads_cleared = cleared, error = failure
+    WHERE id = run AND finished_at IS NULL;
+$$;
+
+--
 -- Name: inbox_parked_days(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1704,6 +1735,20 @@ REVOKE ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid
 GRANT ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid[]) TO inventory_app;
 
 --
+-- Name: FUNCTION inbox_maintenance_begun(by_whom text, kept integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) TO inventory_app;
+
+--
 -- Name: FUNCTION inbox_parked_days(); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1863,7 +1908,7 @@ GRANT SELECT ON TABLE public.inbox_ledger_filter_slot TO inventory_app;
 -- Name: TABLE inbox_maintenance_run; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.inbox_maintenance_run TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_maintenance_run TO inventory_app;
 GRANT SELECT ON TABLE public.inbox_maintenance_run TO inventory_operator;
 
 --

@@ -753,6 +753,19 @@ async fn the_overview_shows_the_last_maintenance_and_its_result() {
         section.contains("<td>migrate</td>"),
         "migrate's run: {section}"
     );
+    // The service's role writes the record only through its functions.
+    let app = sqlx::PgPool::connect(&db.app_url)
+        .await
+        .expect("as the app");
+    let refused = sqlx::query("DELETE FROM inbox_maintenance_run")
+        .execute(&app)
+        .await
+        .expect_err("the app role may not delete the history");
+    assert!(
+        refused.to_string().contains("permission denied"),
+        "{refused}"
+    );
+    app.close().await;
 
     // A run that fails: the overview says so, and which run last did the
     // work.

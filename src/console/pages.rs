@@ -131,6 +131,10 @@ pub fn sign_in(standing: &Standing, error: Option<&str>) -> Markup {
     }
 }
 
+/// Per partition behind, the Kafka timestamp (ms) of its oldest record not
+/// yet applied; or why they could not be read.
+pub type OldestUnread = Result<Vec<(i32, i64)>, String>;
+
 pub struct Overview<'a> {
     pub topic: &'a str,
     pub group: &'a str,
@@ -146,7 +150,7 @@ pub struct Overview<'a> {
     /// The Kafka timestamp (ms) of each partition's oldest record not yet
     /// applied (the one at [`reads_from`]); a partition read to its end
     /// has none.
-    pub oldest_unread: Result<Vec<(i32, i64)>, String>,
+    pub oldest_unread: OldestUnread,
     pub now: DateTime<Utc>,
 }
 
@@ -320,7 +324,7 @@ fn lag_seconds(
 fn partition_table(
     offsets: &Result<Vec<PartitionOffsets>, String>,
     stored: &Result<Vec<Position>, String>,
-    ages: Option<(&Result<Vec<(i32, i64)>, String>, DateTime<Utc>)>,
+    ages: Option<(&OldestUnread, DateTime<Utc>)>,
 ) -> Markup {
     let show = |o: Option<i64>| o.map_or("–".to_owned(), |o| o.to_string());
     let no_stored = Vec::new();

@@ -15,7 +15,7 @@ const RUNS: &str = include_str!("../../sql/maintenance_runs.sql");
 
 /// Maintenance runs the database keeps: weeks of hourly runs of one
 /// instance, days of several, in a few tens of kilobytes.
-pub const RUNS_KEPT: i64 = 200;
+pub const RUNS_KEPT: i32 = 200;
 
 /// What started a maintenance run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -278,7 +278,7 @@ async fn maintenance_runs_are_recorded_with_their_result_and_bounded(pool: PgPoo
     .fetch_one(&pool)
     .await
     .expect("count");
-    assert_eq!(rows, MAINTENANCE_RUNS_KEPT);
+    assert_eq!(rows, i64::from(MAINTENANCE_RUNS_KEPT));
     assert_eq!(newest, "run: start-up");
 }
 
