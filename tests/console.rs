@@ -564,6 +564,17 @@ async fn a_group_too_large_for_a_request_is_replayed_beside_it_with_its_progress
         ended.body
     );
     assert!(!ended.body.contains("http-equiv=\"refresh\""));
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let png = shots.join("group-replay.png");
+    chromium_run(
+        &format!("http://127.0.0.1:{}/parked/replaying", console.port),
+        Some(&png),
+    );
+    assert!(
+        std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+        "a screenshot of the progress page"
+    );
     assert_eq!(db.ledger_rows().await, late as i64);
     assert_eq!(
         db.reserved("SKU-LATE").await,
