@@ -15,6 +15,10 @@
 //!   to a signed-in browser.
 //! - A database or a cluster that is down is a message on the page, and
 //!   the page renders what it can: every look-up has a deadline.
+//! - No request runs long: a replay of a group too large for one runs
+//!   beside the requests ([`group_replay`]), one at a time, its progress
+//!   on a page; the console's end stops it between two records and waits
+//!   for it.
 
 mod group_replay;
 mod pages;
@@ -442,12 +446,12 @@ async fn overview(console: &Console) -> maud::Markup {
     let oldest_unread = match (&offsets, &stored) {
         (Ok(offsets), stored) => {
             let stored = stored.as_ref().map(Vec::as_slice).unwrap_or_default();
+            // The partitions behind, each from the offset read next.
             let from: Vec<(i32, i64)> = offsets
                 .iter()
-                .map(|p| (p.partition, pages::reads_from(p, stored)))
-                .zip(offsets)
-                .filter(|((_, from), p)| *from < p.end)
-                .map(|(from, _)| from)
+                .map(|p| (p, pages::reads_from(p, stored)))
+                .filter(|(p, from)| *from < p.end)
+                .map(|(p, from)| (p.partition, from))
                 .collect();
             within(
                 "Kafka (the oldest unread records)",

@@ -1000,6 +1000,42 @@ mod tests {
     }
 
     #[test]
+    fn the_overview_says_when_maintenance_last_did_its_work() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let run = |id, hours_ago, error: Option<&str>| MaintenanceRun {
+            id,
+            started_at: now - Duration::hours(hours_ago),
+            started_by: "run: hourly".into(),
+            finished_at: Some(now - Duration::hours(hours_ago)),
+            locked: error.is_none().then_some(true),
+            created: error.is_none().then_some(1),
+            dropped: error.is_none().then_some(1),
+            parked_deleted: error.is_none().then_some(0),
+            payloads_cleared: error.is_none().then_some(0),
+            error: error.map(str::to_owned),
+        };
+        let page =
+            maintenance(&[run(2, 1, Some("lock timeout")), run(1, 5, None)], now).into_string();
+        assert!(
+            page.contains("class=\"err\">Last run: started 2026-12-06 11:00:00 UTC by run: hourly: failed: lock timeout."),
+            "{page}"
+        );
+        assert!(
+            page.contains("The last that did the work: started 2026-12-06 07:00:00 UTC by run: hourly: ok; partitions created 1, dropped 1"),
+            "{page}"
+        );
+        assert!(page.contains("No run did the work for 5 hours"), "{page}");
+        let fine = maintenance(&[run(3, 0, None)], now).into_string();
+        assert!(fine.contains("class=\"ok\">Last run:"), "{fine}");
+        assert!(!fine.contains("No run did the work"), "{fine}");
+        assert!(maintenance(&[], now)
+            .into_string()
+            .contains("No maintenance run is recorded"));
+    }
+
+    #[test]
     fn secret_headers_stay_redacted_on_the_page() {
         let json = r#"{"ce_id":"abc","authorization":"Bearer hunter2"}"#;
         let shown = redacted_headers(json);
