@@ -590,6 +590,68 @@ async fn a_group_too_large_for_a_request_is_replayed_beside_it_with_its_progress
 }
 
 #[tokio::test]
+async fn stopping_the_console_stops_a_group_replay_between_two_records() {
+    // Fewer than the poison breaker's 1,000 parked in a row.
+    let late = 900;
+    let (db, spec, _) = parked_records(late).await;
+    let mut console = Console::start(&spec, &db.url, Some(TOKEN)).await;
+    let cookie = console.sign_in().await;
+    let csrf = console.get("/parked", Some(&cookie)).await.csrf();
+    let today = chrono::Utc::now().date_naive().to_string();
+    db.seed_stock(&[("SKU-LATE", 10_000_000)]).await;
+    let started = console
+        .post(
+            "/parked/replay",
+            Some(&cookie),
+            &[
+                ("reason", "unknown_sku"),
+                ("day", &today),
+                ("csrf", &csrf),
+                ("confirm", "yes"),
+            ],
+        )
+        .await;
+    assert_eq!(started.status, 303, "{}", started.body);
+    // SIGTERM while it runs: the console stops it and waits for it.
+    unsafe { libc::kill(console.child.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = console.child.try_wait().expect("the console's state") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console stops within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "{status:?}: {}", console.log_text());
+    let log = console.log_text();
+    let stopped = log.contains("console: a group replay was stopped by the console's end");
+    assert!(
+        stopped || log.contains("console: a group replay ended"),
+        "{log}"
+    );
+    // Each record replayed is applied and recorded once; the rest is
+    // parked as it was, eligible.
+    let applied = db.ledger_rows().await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM inbox_parked WHERE replayed_at IS NOT NULL")
+            .await,
+        applied
+    );
+    assert_eq!(
+        db.count("SELECT coalesce(sum(jsonb_array_length(replays)), 0) FROM inbox_parked")
+            .await,
+        applied,
+        "one replay recorded for each record applied, none for the rest"
+    );
+    if stopped {
+        assert!(applied < late as i64, "stopped before the end: {applied}");
+    }
+}
+
+#[tokio::test]
 async fn a_rewind_through_the_positions_page_rereads_and_applies_nothing_twice() {
     let topic = fresh_topic(2).await;
     let db = TestDb::new().await;
