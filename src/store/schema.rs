@@ -204,14 +204,22 @@ pub struct MaintainReport {
 /// step its own transaction, so that one that fails takes nothing of the
 /// others back (docs/design.md#the-dedup-window); all as the database's
 /// settings say. The run and its result are recorded
-/// (`inbox_maintenance_run`, the console's overview): a run whose record
-/// cannot be completed still returns its own result, and says so in the
-/// log.
+/// (`inbox_maintenance_run`, the console's overview); the record is for
+/// people: a run that cannot be recorded is done all the same, and says
+/// so in the log.
 pub async fn maintain(pool: &DbPool, by: MaintenanceTrigger) -> Result<MaintainReport, StoreError> {
-    let run = maintenance_runs::begun(pool, by).await?;
+    let run = match maintenance_runs::begun(pool, by).await {
+        Ok(run) => Some(run),
+        Err(error) => {
+            tracing::warn!(%error, "this maintenance run is not recorded");
+            None
+        }
+    };
     let result = maintain_steps(pool).await;
-    if let Err(error) = maintenance_runs::ended(pool, run, &result).await {
-        tracing::warn!(%error, run, "the maintenance run's result was not recorded");
+    if let Some(run) = run {
+        if let Err(error) = maintenance_runs::ended(pool, run, &result).await {
+            tracing::warn!(%error, run, "the maintenance run's result was not recorded");
+        }
     }
     result
 }

@@ -280,6 +280,23 @@ async fn maintenance_runs_are_recorded_with_their_result_and_bounded(pool: PgPoo
     .expect("count");
     assert_eq!(rows, i64::from(MAINTENANCE_RUNS_KEPT));
     assert_eq!(newest, "run: start-up");
+
+    // The record is for people: a run that cannot be recorded is done all
+    // the same.
+    sqlx::query("ALTER FUNCTION inbox_maintenance_begun(text, integer) RENAME TO begun_away")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let unrecorded = maintain(&db, MaintenanceTrigger::Hourly)
+        .await
+        .expect("maintained, unrecorded");
+    assert!(unrecorded.locked);
+    let newest: String =
+        sqlx::query_scalar("SELECT started_by FROM inbox_maintenance_run ORDER BY id DESC LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .expect("newest");
+    assert_eq!(newest, "run: start-up", "no row for the unrecorded run");
 }
 
 /// Every replay of a parked record is kept in its row's history, with its
