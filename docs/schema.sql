@@ -890,6 +890,37 @@ END;
 $$;
 
 --
+-- Name: inbox_maintenance_begun(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    run bigint;
+BEGIN
+    INSERT INTO inbox_maintenance_run (started_by) VALUES (by_whom) RETURNING id INTO run;
+    DELETE FROM inbox_maintenance_run WHERE id <= run - kept;
+    RETURN run;
+END;
+$$;
+
+--
+-- Name: inbox_maintenance_ended(bigint, boolean, integer, integer, integer, integer, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    UPDATE inbox_maintenance_run
+    SET finished_at = clock_timestamp(), locked = held, created = made, dropped = gone,
+        parked_deleted = parked_gone, payloads_cleared = cleared, error = failure
+    WHERE id = run AND finished_at IS NULL;
+$$;
+
+--
 -- Name: inbox_parked_days(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1262,6 +1293,36 @@ CREATE TABLE public.inbox_ledger_filter_slot (
 ALTER TABLE ONLY public.inbox_ledger_filter_slot ALTER COLUMN words SET STORAGE MAIN;
 
 --
+-- Name: inbox_maintenance_run; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_maintenance_run (
+    id bigint NOT NULL,
+    started_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    started_by text NOT NULL,
+    finished_at timestamp with time zone,
+    locked boolean,
+    created integer,
+    dropped integer,
+    parked_deleted integer,
+    payloads_cleared integer,
+    error text
+);
+
+--
+-- Name: inbox_maintenance_run_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.inbox_maintenance_run ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.inbox_maintenance_run_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: inbox_outcome_minute; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1295,7 +1356,8 @@ CREATE TABLE public.inbox_parked (
     replay_outcome text,
     trace_id text,
     record_key bytea,
-    dlq_sent_at timestamp with time zone
+    dlq_sent_at timestamp with time zone,
+    replays jsonb
 )
 PARTITION BY RANGE (parked_day);
 
@@ -1459,6 +1521,13 @@ ALTER TABLE ONLY public.inbox_ledger_filter
 
 ALTER TABLE ONLY public.inbox_ledger_filter_slot
     ADD CONSTRAINT inbox_ledger_filter_slot_pkey PRIMARY KEY (generation, slot);
+
+--
+-- Name: inbox_maintenance_run inbox_maintenance_run_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_maintenance_run
+    ADD CONSTRAINT inbox_maintenance_run_pkey PRIMARY KEY (id);
 
 --
 -- Name: inbox_outcome_minute inbox_outcome_minute_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1686,6 +1755,20 @@ REVOKE ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid
 GRANT ALL ON FUNCTION public.inbox_ledger_seen(consumer_code smallint, ids uuid[]) TO inventory_app;
 
 --
+-- Name: FUNCTION inbox_maintenance_begun(by_whom text, kept integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_maintenance_begun(by_whom text, kept integer) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_maintenance_ended(run bigint, held boolean, made integer, gone integer, parked_gone integer, cleared integer, failure text) TO inventory_app;
+
+--
 -- Name: FUNCTION inbox_parked_days(); Type: ACL; Schema: public; Owner: -
 --
 
@@ -1842,6 +1925,13 @@ GRANT SELECT ON TABLE public.inbox_ledger_filter_layout TO inventory_app;
 GRANT SELECT ON TABLE public.inbox_ledger_filter_slot TO inventory_app;
 
 --
+-- Name: TABLE inbox_maintenance_run; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_maintenance_run TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_maintenance_run TO inventory_operator;
+
+--
 -- Name: TABLE inbox_outcome_minute; Type: ACL; Schema: public; Owner: -
 --
 
@@ -1956,6 +2046,12 @@ GRANT SELECT(record_key) ON TABLE public.inbox_parked TO inventory_parked_reader
 
 GRANT UPDATE(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_app;
 GRANT SELECT(dlq_sent_at) ON TABLE public.inbox_parked TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_parked.replays; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT(replays) ON TABLE public.inbox_parked TO inventory_operator;
 
 --
 -- Name: SEQUENCE inbox_parked_id_seq; Type: ACL; Schema: public; Owner: -

@@ -85,7 +85,7 @@ async fn dispatch(command: Command, telemetry: Telemetry) -> anyhow::Result<()> 
             args.validate()?;
             let pool = store::connect(args.connection(), 1).await?;
             service::warn_if_retention_differs(&pool, args.retention()).await?;
-            let report = store::maintain(&pool).await?;
+            let report = store::maintain(&pool, store::MaintenanceTrigger::Command).await?;
             if report.locked {
                 println!(
                     "maintained; partitions created: {}, dropped: {}; parked rows deleted: {}, payloads cleared: {}",
@@ -378,7 +378,7 @@ async fn parked(command: ParkedCommand) -> anyhow::Result<()> {
             };
             let mut applied = 0;
             for id in &ids {
-                let outcome = store::replay(&pool, consumer, *id).await?;
+                let outcome = store::replay(&pool, consumer, *id, "CLI (parked replay)").await?;
                 if outcome == ReplayOutcome::NotFound && reason.is_none() {
                     anyhow::bail!(
                         "no parked record {id} for INBOX_CONSUMER_NAME={}: `inventory-inbox parked list` shows the ids",

@@ -381,7 +381,7 @@ async fn maintain_and_load(
         &[args.kafka_topic.trim().to_owned()],
     )
     .await?;
-    let report = store::maintain(pool).await?;
+    let report = store::maintain(pool, store::MaintenanceTrigger::StartUp).await?;
     tracing::info!(?report, "ledger partitions maintained");
     inbox.refresh_window().await.map(|_| ())
 }
@@ -426,7 +426,7 @@ async fn maintain_periodically(
             _ = finished.asked() => return,
             _ = interval.tick() => {}
         }
-        match store::maintain(&pool).await {
+        match store::maintain(&pool, store::MaintenanceTrigger::Hourly).await {
             Ok(report) => tracing::info!(?report, "ledger partitions maintained"),
             Err(error) => {
                 tracing::warn!(%error, "maintenance failed; tried again at the next interval")

@@ -62,6 +62,7 @@ fn sdk_messages(events: &[Value]) -> Vec<Outgoing> {
                     .map(|pair| (text(&pair[0]), text(&pair[1])))
                     .collect(),
                 partition: None,
+                timestamp: None,
             }
         })
         .collect();

@@ -113,6 +113,18 @@ impl Answer {
     }
 }
 
+impl Answer {
+    /// The page's heading (its title, as the browser's tab says it too).
+    fn heading(&self) -> String {
+        let at = self
+            .body
+            .find("<h1>")
+            .unwrap_or_else(|| panic!("no heading: {}", self.body));
+        let rest = &self.body[at + "<h1>".len()..];
+        rest[..rest.find("</h1>").expect("closing tag")].to_owned()
+    }
+}
+
 /// One request over HTTP/1.0 (the server closes after the answer).
 async fn request(
     port: u16,
@@ -296,6 +308,7 @@ async fn without_a_token_the_console_is_read_only_and_shows_no_payload() {
         )
         .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.heading(), "Parked records not replayed");
     let signin = console.post("/signin", None, &[("token", "")]).await;
     assert_eq!(signin.status, 401);
     assert!(signin.header("set-cookie").is_none());
@@ -370,6 +383,26 @@ async fn a_parked_group_replayed_through_the_console_is_applied_once() {
     assert_eq!(without.status, 403);
     assert_eq!(db.ledger_rows().await, 0);
 
+    // Replayed before its SKU exists: still parked, and said so.
+    let early = console
+        .post(
+            "/parked/replay",
+            cookie,
+            &[
+                ("id", &ids[0].to_string()),
+                ("csrf", &csrf),
+                ("confirm", "yes"),
+            ],
+        )
+        .await;
+    assert!(
+        early
+            .body
+            .contains("Replayed 1 record(s): 0 applied, 0 duplicate, 1 still parked"),
+        "{}",
+        early.body
+    );
+
     db.seed_stock(&[("SKU-LATE", 100)]).await;
     let confirm = console
         .post(
@@ -379,6 +412,12 @@ async fn a_parked_group_replayed_through_the_console_is_applied_once() {
         )
         .await;
     assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert_eq!(confirm.heading(), "Replay parked records?");
+    assert!(
+        confirm.body.contains("<title>Replay parked records? · "),
+        "{}",
+        confirm.body
+    );
     assert!(
         confirm.body.contains("5 parked record(s)"),
         "the confirmation says how many: {}",
@@ -394,6 +433,7 @@ async fn a_parked_group_replayed_through_the_console_is_applied_once() {
         )
         .await;
     assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.heading(), "Parked records replayed");
     assert!(
         done.body
             .contains("Replayed 5 record(s): 5 applied, 0 duplicate, 0 still parked"),
@@ -421,9 +461,30 @@ async fn a_parked_group_replayed_through_the_console_is_applied_once() {
         again.body
     );
     assert_eq!(db.reserved("SKU-LATE").await, 15);
-    // The record page shows its replay's outcome; the search, inspect's verdict.
+    // The record page shows every replay's outcome, oldest first, and who
+    // replayed it; the search, inspect's verdict.
     let first = console.get(&format!("/parked/{}", ids[0]), cookie).await;
     assert!(first.body.contains(": applied"), "{}", first.body);
+    let history = &first.body[first.body.find("<h2>Replays</h2>").expect("the replays")..];
+    let still = history
+        .find("still parked: unknown_sku")
+        .unwrap_or_else(|| panic!("the first replay's outcome: {history}"));
+    let applied = history
+        .find("<td>applied</td>")
+        .unwrap_or_else(|| panic!("the second replay's outcome: {history}"));
+    assert!(still < applied, "oldest first: {history}");
+    assert_eq!(
+        history.matches("console, from 127.0.0.1").count(),
+        2,
+        "{history}"
+    );
+    let (kept,): (i32,) =
+        sqlx::query_as("SELECT jsonb_array_length(replays) FROM inbox_parked WHERE id = $1")
+            .bind(ids[0])
+            .fetch_one(&db.pool)
+            .await
+            .expect("the history");
+    assert_eq!(kept, 2);
     let search = console.get("/search?q=ORD-LATE-2", cookie).await;
     assert!(
         search
@@ -432,14 +493,162 @@ async fn a_parked_group_replayed_through_the_console_is_applied_once() {
         "{}",
         search.body
     );
-    // Two replays done (the second found nothing), two refused.
-    assert_eq!(actions(&console, "replay", "done").await, 2.0);
+    // Three replays done (the early one, the group, and the group again,
+    // which found nothing), two refused.
+    assert_eq!(actions(&console, "replay", "done").await, 3.0);
     assert_eq!(actions(&console, "replay", "refused").await, 2.0);
     let log = console.log_text();
     assert!(
         log.contains("console: parked records replayed") && log.contains("127.0.0.1"),
         "each action is logged with where it came from: {log}"
     );
+}
+
+#[tokio::test]
+async fn a_group_too_large_for_a_request_is_replayed_beside_it_with_its_progress() {
+    // More than the 500 records a replay takes within its request.
+    let late = 600;
+    let (db, spec, _) = parked_records(late).await;
+    let console = Console::start(&spec, &db.url, Some(TOKEN)).await;
+    let cookie = console.sign_in().await;
+    let cookie = Some(cookie.as_str());
+    let csrf = console.get("/parked", cookie).await.csrf();
+    let today = chrono::Utc::now().date_naive().to_string();
+    db.seed_stock(&[("SKU-LATE", 1_000_000)]).await;
+    let group = [
+        ("reason", "unknown_sku"),
+        ("day", today.as_str()),
+        ("csrf", csrf.as_str()),
+    ];
+    let confirm = console.post("/parked/replay", cookie, &group).await;
+    assert_eq!(confirm.heading(), "Replay parked records?");
+    assert!(
+        confirm.body.contains("600 parked record(s)")
+            && confirm.body.contains("runs beside the console"),
+        "{}",
+        confirm.body
+    );
+    let started = console
+        .post(
+            "/parked/replay",
+            cookie,
+            &[group[0], group[1], group[2], ("confirm", "yes")],
+        )
+        .await;
+    assert_eq!(started.status, 303, "{}", started.body);
+    assert_eq!(
+        started.header("location").as_deref(),
+        Some("/parked/replaying")
+    );
+    // The progress page reloads itself while the replay runs, not after.
+    let first = console.get("/parked/replaying", None).await;
+    let running = first.heading() == "Group replay running";
+    assert_eq!(
+        running,
+        first.body.contains("http-equiv=\"refresh\""),
+        "{}",
+        first.body
+    );
+    wait_until(
+        Duration::from_secs(120),
+        "the group replay ends",
+        || async { console.get("/parked/replaying", None).await.heading() == "Group replay ended" },
+    )
+    .await;
+    let ended = console.get("/parked/replaying", None).await;
+    assert!(
+        ended
+            .body
+            .contains("600 of 600 replayed (100 %): 600 applied, 0 duplicate, 0 still parked."),
+        "{}",
+        ended.body
+    );
+    assert!(!ended.body.contains("http-equiv=\"refresh\""));
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let png = shots.join("group-replay.png");
+    chromium_run(
+        &format!("http://127.0.0.1:{}/parked/replaying", console.port),
+        Some(&png),
+    );
+    assert!(
+        std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+        "a screenshot of the progress page"
+    );
+    assert_eq!(db.ledger_rows().await, late as i64);
+    assert_eq!(
+        db.reserved("SKU-LATE").await,
+        (1..=late as i64).sum::<i64>(),
+        "every record applied once"
+    );
+    assert_eq!(actions(&console, "replay", "done").await, 1.0);
+    assert!(
+        console.log_text().contains("console: a group replay ended"),
+        "{}",
+        console.log_text()
+    );
+}
+
+#[tokio::test]
+async fn stopping_the_console_stops_a_group_replay_between_two_records() {
+    // Fewer than the poison breaker's 1,000 parked in a row.
+    let late = 900;
+    let (db, spec, _) = parked_records(late).await;
+    let mut console = Console::start(&spec, &db.url, Some(TOKEN)).await;
+    let cookie = console.sign_in().await;
+    let csrf = console.get("/parked", Some(&cookie)).await.csrf();
+    let today = chrono::Utc::now().date_naive().to_string();
+    db.seed_stock(&[("SKU-LATE", 10_000_000)]).await;
+    let started = console
+        .post(
+            "/parked/replay",
+            Some(&cookie),
+            &[
+                ("reason", "unknown_sku"),
+                ("day", &today),
+                ("csrf", &csrf),
+                ("confirm", "yes"),
+            ],
+        )
+        .await;
+    assert_eq!(started.status, 303, "{}", started.body);
+    // SIGTERM while it runs: the console stops it and waits for it.
+    unsafe { libc::kill(console.child.id() as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = console.child.try_wait().expect("the console's state") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console stops within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "{status:?}: {}", console.log_text());
+    let log = console.log_text();
+    let stopped = log.contains("console: a group replay was stopped by the console's end");
+    assert!(
+        stopped || log.contains("console: a group replay ended"),
+        "{log}"
+    );
+    // Each record replayed is applied and recorded once; the rest is
+    // parked as it was, eligible.
+    let applied = db.ledger_rows().await;
+    assert_eq!(
+        db.count("SELECT count(*) FROM inbox_parked WHERE replayed_at IS NOT NULL")
+            .await,
+        applied
+    );
+    assert_eq!(
+        db.count("SELECT coalesce(sum(jsonb_array_length(replays)), 0) FROM inbox_parked")
+            .await,
+        applied,
+        "one replay recorded for each record applied, none for the rest"
+    );
+    if stopped {
+        assert!(applied < late as i64, "stopped before the end: {applied}");
+    }
 }
 
 #[tokio::test]
@@ -470,6 +679,7 @@ async fn a_rewind_through_the_positions_page_rereads_and_applies_nothing_twice()
     ];
     let confirm = console.post("/positions/set", cookie, &form).await;
     assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert_eq!(confirm.heading(), "Set positions?");
     assert!(
         confirm.body.contains("1 partition(s)") && confirm.body.contains("3 record(s) read again"),
         "the confirmation names the partitions and the records: {}",
@@ -500,6 +710,7 @@ async fn a_rewind_through_the_positions_page_rereads_and_applies_nothing_twice()
         )
         .await;
     assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.heading(), "Positions set");
     assert_eq!(position(1).await, (0, true));
     assert_eq!(position(0).await.0, 3, "partition 0 was not named");
     assert_eq!(actions(&console, "positions_set", "done").await, 1.0);
@@ -515,6 +726,150 @@ async fn a_rewind_through_the_positions_page_rereads_and_applies_nothing_twice()
     consumer.stop().await;
     assert_eq!(db.ledger_rows().await, 6);
     assert_eq!(db.reserved("SKU-1").await, 12);
+}
+
+/// The overview's lag in seconds of `partition`.
+fn lag_seconds_of(overview: &Answer, partition: i32) -> f64 {
+    let cell = format!("data-lag-seconds-of=\"{partition}\">");
+    let at = overview
+        .body
+        .find(&cell)
+        .unwrap_or_else(|| panic!("no lag in seconds of {partition}: {}", overview.body));
+    let rest = &overview.body[at + cell.len()..];
+    rest[..rest.find('<').expect("the cell's end")]
+        .parse()
+        .unwrap_or_else(|_| panic!("lag of {partition} is no number: {rest}"))
+}
+
+#[tokio::test]
+async fn the_overview_shows_lag_in_seconds_of_the_oldest_unread_record() {
+    let topic = fresh_topic(2).await;
+    let db = TestDb::new().await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let hours_ago = |hours: i64| now - hours * 3_600_000;
+    // Partition 0: a record of two hours ago (read), then one of an hour
+    // ago (not read yet). Partition 1: one record, read.
+    let records = [
+        Outgoing::raw("ORD-A", b"{}")
+            .on_partition(0)
+            .at_timestamp(hours_ago(2)),
+        Outgoing::raw("ORD-B", b"{}")
+            .on_partition(0)
+            .at_timestamp(hours_ago(1)),
+        Outgoing::raw("ORD-C", b"{}")
+            .on_partition(1)
+            .at_timestamp(hours_ago(3)),
+    ];
+    produce(&producer(), &topic, &records).await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    commit_offsets(&spec.group, &topic, &[(0, 1), (1, 1)]);
+    let console = Console::start(&spec, &db.url, None).await;
+    let overview = console.get("/", None).await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    let unread = lag_seconds_of(&overview, 0);
+    assert!(
+        (3_600.0..3_700.0).contains(&unread),
+        "partition 0 lags by its unread record's age, an hour, not by the read one's: {unread}"
+    );
+    assert_eq!(
+        lag_seconds_of(&overview, 1),
+        0.0,
+        "partition 1 is read to its end"
+    );
+
+    // The database's position is the authority: at the end of partition 0,
+    // it lags no more.
+    sqlx::query(
+        "INSERT INTO inbox_position (consumer, topic, kafka_partition, next_offset) \
+         VALUES ($1, $2, 0, 2)",
+    )
+    .bind(&spec.consumer_name)
+    .bind(&topic)
+    .execute(&db.pool)
+    .await
+    .expect("a position");
+    let overview = console.get("/", None).await;
+    assert_eq!(lag_seconds_of(&overview, 0), 0.0, "{}", overview.body);
+}
+
+/// `inventory-inbox maintain` against `url`; whether it succeeded.
+fn maintain_command(url: &str) -> bool {
+    Command::new(binary())
+        .arg("maintain")
+        .env("DATABASE_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run maintain")
+        .success()
+}
+
+#[tokio::test]
+async fn the_overview_shows_the_last_maintenance_and_its_result() {
+    let topic = fresh_topic(1).await;
+    let db = TestDb::new().await;
+    let spec = ConsumerSpec::new(&db, &topic);
+    let console = Console::start(&spec, &db.url, None).await;
+    // As the service's own role, as cron runs it.
+    assert!(maintain_command(&db.app_url), "maintain as the app role");
+    let overview = console.get("/", None).await;
+    let section = &overview.body[overview
+        .body
+        .find("<h2>Maintenance</h2>")
+        .expect("the maintenance section")..];
+    assert!(
+        section.contains("Last run: started ")
+            && section.contains(" by maintain: ok; partitions created 0, dropped 0"),
+        "{section}"
+    );
+    assert!(
+        section.contains("<td>migrate</td>"),
+        "migrate's run: {section}"
+    );
+    // The service's role writes the record only through its functions.
+    let app = sqlx::PgPool::connect(&db.app_url)
+        .await
+        .expect("as the app");
+    let refused = sqlx::query("DELETE FROM inbox_maintenance_run")
+        .execute(&app)
+        .await
+        .expect_err("the app role may not delete the history");
+    assert!(
+        refused.to_string().contains("permission denied"),
+        "{refused}"
+    );
+    app.close().await;
+
+    // A run that fails: the overview says so, and which run last did the
+    // work.
+    sqlx::query("ALTER FUNCTION inbox_drop_expired() RENAME TO inbox_drop_expired_away")
+        .execute(&db.pool)
+        .await
+        .expect("rename");
+    assert!(!maintain_command(&db.url), "maintain fails");
+    sqlx::query("ALTER FUNCTION inbox_drop_expired_away() RENAME TO inbox_drop_expired")
+        .execute(&db.pool)
+        .await
+        .expect("rename back");
+    let overview = console.get("/", None).await;
+    let section = &overview.body[overview
+        .body
+        .find("<h2>Maintenance</h2>")
+        .expect("the maintenance section")..];
+    assert!(
+        section.contains("class=\"err\">Last run: started ")
+            && section.contains("by maintain: failed: ")
+            && section.contains("inbox_drop_expired"),
+        "{section}"
+    );
+    assert!(
+        section.contains("The last that did the work: started "),
+        "{section}"
+    );
+    let recorded = db
+        .count("SELECT count(*) FROM inbox_maintenance_run WHERE error LIKE '%inbox_drop_expired%'")
+        .await;
+    assert_eq!(recorded, 1, "the failed run is in the database");
 }
 
 #[tokio::test]
@@ -542,11 +897,7 @@ async fn the_breaker_is_resumed_through_the_console() {
     let confirm = console
         .post("/breaker/resume", cookie, &[("csrf", &csrf)])
         .await;
-    assert!(
-        confirm.body.contains("Resume consumption?"),
-        "{}",
-        confirm.body
-    );
+    assert_eq!(confirm.heading(), "Resume consumption?");
     let held = "SELECT count(*) FROM inbox_breaker WHERE resumed_at IS NULL";
     assert_eq!(db.count(held).await, 1);
     let done = console
@@ -556,6 +907,7 @@ async fn the_breaker_is_resumed_through_the_console() {
             &[("csrf", &csrf), ("confirm", "yes")],
         )
         .await;
+    assert_eq!(done.heading(), "Breaker resumed");
     assert!(done.body.contains("Resumed (held since"), "{}", done.body);
     assert_eq!(db.count(held).await, 0);
     assert_eq!(actions(&console, "breaker_resume", "done").await, 1.0);

@@ -15,7 +15,12 @@
 //!   to a signed-in browser.
 //! - A database or a cluster that is down is a message on the page, and
 //!   the page renders what it can: every look-up has a deadline.
+//! - No request runs long: a replay of a group too large for one runs
+//!   beside the requests ([`group_replay`]), one at a time, its progress
+//!   on a page; the console's end stops it between two records and waits
+//!   for it.
 
+mod group_replay;
 mod pages;
 mod session;
 
@@ -50,6 +55,13 @@ use session::{Sessions, Standing};
 /// Longest a page waits for the database or the cluster before it says
 /// so and renders the rest.
 const LOOK_UP_WITHIN: Duration = Duration::from_secs(5);
+/// Longest the overview waits for the oldest unread record of each
+/// partition (lag in seconds); within [`LOOK_UP_WITHIN`], so that those
+/// that came are shown.
+const OLDEST_UNREAD_WITHIN: Duration = Duration::from_secs(3);
+/// Maintenance runs listed on the overview (and the last that did the
+/// work, when older).
+const MAINTENANCE_RUNS_SHOWN: i64 = 5;
 /// Largest form body taken.
 const MOST_BODY_BYTES: usize = 64 * 1024;
 /// Parked records on one page of the list.
@@ -84,6 +96,8 @@ pub(crate) struct Console {
     /// `inbox_console_actions_total{action, result}`: each action done or
     /// refused.
     actions: IntCounterVec,
+    /// A replay of a group too large for a request, running beside them.
+    group_replays: group_replay::GroupReplays,
 }
 
 /// Serves the console on INBOX_CONSOLE_ADDR until SIGTERM or SIGINT.
@@ -115,6 +129,7 @@ pub async fn run(args: ConsoleArgs) -> Result<(), ConsoleError> {
         sessions: Sessions::new(args.token()),
         registry,
         actions,
+        group_replays: group_replay::GroupReplays::default(),
     });
     let address = args.inbox_console_addr;
     let listener = TcpListener::bind(address)
@@ -133,6 +148,7 @@ pub async fn run(args: ConsoleArgs) -> Result<(), ConsoleError> {
         () = accept(&listener, &console, &mut connections) => {}
     }
     connections.shutdown().await;
+    console.group_replays.stop().await;
     console.pool.close().await;
     Ok(())
 }
@@ -298,15 +314,19 @@ async fn answer(
 
 async fn route(console: &Console, asked: &Asked) -> Reply {
     let standing = console.sessions.standing(asked.cookie.as_deref());
-    let page = |title: &'static str, body: maud::Markup| -> Reply {
+    let page = |title: &str, body: maud::Markup| -> Reply {
         Reply::html(StatusCode::OK, pages::layout(title, &standing, body))
     };
     match (&asked.method, asked.path.as_str()) {
         (&Method::GET, "/") => page("Overview", overview(console).await),
         (&Method::GET, "/parked") => page("Parked", parked(console, asked, &standing).await),
+        (&Method::GET, "/parked/replaying") => replaying(console, &standing),
         (&Method::GET, path) if path.starts_with("/parked/") => {
             match path.trim_start_matches("/parked/").parse::<i64>() {
-                Ok(id) => page("Parked record", record(console, id, &standing).await),
+                Ok(id) => page(
+                    &format!("Parked record {id}"),
+                    record(console, id, &standing).await,
+                ),
                 Err(_) => not_found(&standing),
             }
         }
@@ -399,9 +419,9 @@ async fn overview(console: &Console) -> maud::Markup {
             cluster::group_members(&console.kafka, &console.group)
         )
     );
-    let (stored, breaker, rates, unfiltered) = match &db {
+    let (stored, breaker, rates, unfiltered, maintenance) = match &db {
         Ok(pool) => {
-            let (stored, breaker, rates, unfiltered) = tokio::join!(
+            tokio::join!(
                 within(
                     "database",
                     positions::list(pool, consumer, Some(&console.topic))
@@ -409,15 +429,44 @@ async fn overview(console: &Console) -> maud::Markup {
                 within("database", store::breaker(pool, consumer)),
                 within("database", store::outcomes_by_minute(pool, consumer)),
                 within("database", store::unfiltered_days(pool)),
-            );
-            (stored, breaker, rates, unfiltered)
+                within(
+                    "database",
+                    store::maintenance_runs(pool, MAINTENANCE_RUNS_SHOWN)
+                ),
+            )
         }
         Err(why) => (
             Err(why.clone()),
             Err(why.clone()),
             Err(why.clone()),
             Err(why.clone()),
+            Err(why.clone()),
         ),
+    };
+    let oldest_unread = match (&offsets, &stored) {
+        (Ok(offsets), stored) => {
+            let stored = stored.as_ref().map(Vec::as_slice).unwrap_or_default();
+            // The partitions behind, each from the offset read next.
+            let from: Vec<(i32, i64)> = offsets
+                .iter()
+                .map(|p| (p, pages::reads_from(p, stored)))
+                .filter(|(p, from)| *from < p.end)
+                .map(|(p, from)| (p.partition, from))
+                .collect();
+            within(
+                "Kafka (the oldest unread records)",
+                cluster::first_timestamps(
+                    &console.kafka,
+                    &console.group,
+                    &console.topic,
+                    from,
+                    OLDEST_UNREAD_WITHIN,
+                ),
+            )
+            .await
+        }
+        // The partition table says why already.
+        (Err(_), _) => Ok(Vec::new()),
     };
     pages::overview(&pages::Overview {
         topic: &console.topic,
@@ -429,6 +478,9 @@ async fn overview(console: &Console) -> maud::Markup {
         breaker,
         rates,
         unfiltered,
+        maintenance,
+        oldest_unread,
+        now: chrono::Utc::now(),
     })
 }
 
@@ -609,6 +661,7 @@ enum Action {
 }
 
 impl Action {
+    /// The name logs and `inbox_console_actions_total` use.
     fn name(self) -> &'static str {
         match self {
             Action::Replay => "replay",
@@ -616,6 +669,32 @@ impl Action {
             Action::BreakerResume => "breaker_resume",
         }
     }
+
+    /// The page's title: what is asked before it is confirmed, what was
+    /// done after, why nothing was done when it could not be.
+    fn title(self, stage: Stage) -> &'static str {
+        match (self, stage) {
+            (Action::Replay, Stage::Asked) => "Replay parked records?",
+            (Action::Replay, Stage::Done) => "Parked records replayed",
+            (Action::Replay, Stage::NotDone) => "Parked records not replayed",
+            (Action::PositionsSet, Stage::Asked) => "Set positions?",
+            (Action::PositionsSet, Stage::Done) => "Positions set",
+            (Action::PositionsSet, Stage::NotDone) => "Positions not set",
+            (Action::BreakerResume, Stage::Asked) => "Resume consumption?",
+            (Action::BreakerResume, Stage::Done) => "Breaker resumed",
+            (Action::BreakerResume, Stage::NotDone) => "Breaker not resumed",
+        }
+    }
+}
+
+/// Where an action stands when its page is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The confirmation: nothing done yet.
+    Asked,
+    Done,
+    /// Refused, or it could not be done: nothing changed.
+    NotDone,
 }
 
 impl Console {
@@ -641,22 +720,25 @@ async fn act(console: &Console, asked: &Asked, standing: &Standing, action: Acti
         tracing::warn!(action = action.name(), peer = %asked.peer, why, "console: an action was refused");
         return Reply::html(
             StatusCode::FORBIDDEN,
-            pages::layout("Refused", standing, pages::message(why)),
+            pages::layout(action.title(Stage::NotDone), standing, pages::message(why)),
         );
     }
     let confirmed = asked.field("confirm") == Some("yes");
     let body = match action {
-        Action::Replay => replay(console, asked, standing, confirmed).await,
+        Action::Replay => match replay(console, asked, standing, confirmed).await {
+            Ok(Done::SeeOther(to)) => return Reply::redirect(to),
+            Ok(Done::Page(markup)) => Ok(markup),
+            Err(why) => Err(why),
+        },
         Action::PositionsSet => positions_set(console, asked, standing, confirmed).await,
         Action::BreakerResume => breaker_resume(console, asked, standing, confirmed).await,
     };
-    let status = if body.is_ok() {
-        StatusCode::OK
-    } else {
-        StatusCode::CONFLICT
+    let (status, stage, markup) = match body {
+        Ok(markup) if confirmed => (StatusCode::OK, Stage::Done, markup),
+        Ok(markup) => (StatusCode::OK, Stage::Asked, markup),
+        Err(why) => (StatusCode::CONFLICT, Stage::NotDone, pages::message(&why)),
     };
-    let markup = body.unwrap_or_else(|why| pages::message(&why));
-    Reply::html(status, pages::layout(action.name(), standing, markup))
+    Reply::html(status, pages::layout(action.title(stage), standing, markup))
 }
 
 /// The records a replay form names: ids, or a group (a reason, and a day
@@ -692,22 +774,69 @@ async fn replay_ids(console: &Console, pool: &DbPool, asked: &Asked) -> Result<V
     .await
 }
 
+/// What an action answers when it was done.
+enum Done {
+    Page(maud::Markup),
+    /// Where its outcome is shown (Post/Redirect/Get).
+    SeeOther(&'static str),
+}
+
+/// Where a group replay running beside the requests shows its progress.
+const GROUP_REPLAY_PAGE: &str = "/parked/replaying";
+
 async fn replay(
     console: &Console,
     asked: &Asked,
     standing: &Standing,
     confirmed: bool,
-) -> Result<maud::Markup, String> {
+) -> Result<Done, String> {
     let pool = console.database().await?;
     let ids = replay_ids(console, pool, asked).await?;
     if !confirmed {
-        return Ok(pages::confirm_replay(asked, &ids, standing));
+        return Ok(Done::Page(pages::confirm_replay(
+            asked,
+            &ids,
+            standing,
+            group_replay::IN_REQUEST,
+        )));
+    }
+    let by = format!("console, from {}", asked.peer.ip());
+    if ids.len() > group_replay::IN_REQUEST {
+        let records = ids.len();
+        let group = pages::group_in_words(asked).unwrap_or_else(|| "the selected records".into());
+        return match console.group_replays.start(
+            pool.clone(),
+            console.consumer.clone(),
+            ids,
+            group.clone(),
+            by,
+        ) {
+            Ok(_) => {
+                console.count(Action::Replay.name(), "done");
+                tracing::info!(
+                    action = "replay",
+                    peer = %asked.peer,
+                    group,
+                    records,
+                    "console: a group replay started beside the requests"
+                );
+                Ok(Done::SeeOther(GROUP_REPLAY_PAGE))
+            }
+            Err(running) => {
+                console.count(Action::Replay.name(), "refused");
+                let progress = running.progress();
+                Err(format!(
+                    "Another group replay runs ({} of {} records replayed): wait until it ends ({GROUP_REPLAY_PAGE}), then replay this group.",
+                    progress.replayed, running.total
+                ))
+            }
+        };
     }
     let mut outcomes = Vec::with_capacity(ids.len());
     for id in &ids {
         // Each replay is its own transaction, as the CLI's: a failure
         // stops the rest, and what was done is shown.
-        match store::replay(pool, &console.consumer, *id).await {
+        match store::replay(pool, &console.consumer, *id, &by).await {
             Ok(outcome) => outcomes.push((*id, Ok(outcome))),
             Err(error) => {
                 outcomes.push((*id, Err(error.to_string())));
@@ -728,7 +857,36 @@ async fn replay(
         applied,
         "console: parked records replayed"
     );
-    Ok(pages::replayed(&outcomes))
+    Ok(Done::Page(pages::replayed(&outcomes)))
+}
+
+/// The last group replay run beside the requests: its progress, refreshed
+/// every few seconds while it runs.
+fn replaying(console: &Console, standing: &Standing) -> Reply {
+    let Some(job) = console.group_replays.last() else {
+        return Reply::html(
+            StatusCode::OK,
+            pages::layout(
+                "Group replay",
+                standing,
+                pages::message("No group replay ran since the console started."),
+            ),
+        );
+    };
+    let progress = job.progress();
+    let (title, refresh) = match progress.finished_at {
+        None => ("Group replay running", Some(2)),
+        Some(_) => ("Group replay ended", None),
+    };
+    Reply::html(
+        StatusCode::OK,
+        pages::page(
+            title,
+            standing,
+            pages::group_replay(&job, &progress),
+            refresh,
+        ),
+    )
 }
 
 /// The offset a positions form asks for: `None` for the group's committed
@@ -833,6 +991,31 @@ mod tests {
             }
         );
         assert_eq!(subject_of("ORD-1"), Subject::Order("ORD-1".into()));
+    }
+
+    #[test]
+    fn every_action_page_has_a_human_title() {
+        for action in [Action::Replay, Action::PositionsSet, Action::BreakerResume] {
+            let titles: Vec<&str> = [Stage::Asked, Stage::Done, Stage::NotDone]
+                .into_iter()
+                .map(|stage| action.title(stage))
+                .collect();
+            for title in &titles {
+                assert!(
+                    !title.contains('_') && *title != action.name(),
+                    "{title:?} is a raw action name"
+                );
+                assert!(title.starts_with(char::is_uppercase), "{title:?}");
+            }
+            assert!(
+                titles[0].ends_with('?'),
+                "a confirmation asks: {:?}",
+                titles[0]
+            );
+            let mut distinct = titles.clone();
+            distinct.dedup();
+            assert_eq!(distinct.len(), 3, "{titles:?}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
+use super::group_replay::{GroupReplay, Progress};
 use super::session::Standing;
 use super::Asked;
 use crate::event::ParkReason;
@@ -15,8 +16,8 @@ use crate::kafka::cluster::{GroupMember, PartitionOffsets};
 use crate::operator::PlannedMove;
 use crate::store::positions::Position;
 use crate::store::{
-    BreakerState, OutcomeMinute, ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord,
-    ReplayOutcome,
+    BreakerState, MaintenanceRun, OutcomeMinute, ParkedEntry, ParkedFilter, ParkedGroup,
+    ParkedRecord, ReplayOutcome,
 };
 
 /// Bytes of a payload shown on a record's page.
@@ -46,11 +47,18 @@ button.danger{background:#b53f3f}
 ";
 
 pub fn layout(title: &str, standing: &Standing, body: Markup) -> Markup {
+    page(title, standing, body, None)
+}
+
+/// A page; one that shows something in progress reloads itself every
+/// `refresh` seconds (no script: a `meta` refresh).
+pub fn page(title: &str, standing: &Standing, body: Markup, refresh: Option<u32>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
+                @if let Some(seconds) = refresh { meta http-equiv="refresh" content=(seconds); }
                 title { (title) " · inventory-inbox console" }
                 style { (PreEscaped(STYLE)) }
             }
@@ -123,6 +131,10 @@ pub fn sign_in(standing: &Standing, error: Option<&str>) -> Markup {
     }
 }
 
+/// Per partition behind, the Kafka timestamp (ms) of its oldest record not
+/// yet applied; or why they could not be read.
+pub type OldestUnread = Result<Vec<(i32, i64)>, String>;
+
 pub struct Overview<'a> {
     pub topic: &'a str,
     pub group: &'a str,
@@ -133,6 +145,13 @@ pub struct Overview<'a> {
     pub breaker: Result<Option<BreakerState>, String>,
     pub rates: Result<Vec<OutcomeMinute>, String>,
     pub unfiltered: Result<i64, String>,
+    /// The last maintenance runs, newest first (`store::maintenance_runs`).
+    pub maintenance: Result<Vec<MaintenanceRun>, String>,
+    /// The Kafka timestamp (ms) of each partition's oldest record not yet
+    /// applied (the one at [`reads_from`]); a partition read to its end
+    /// has none.
+    pub oldest_unread: OldestUnread,
+    pub now: DateTime<Utc>,
 }
 
 pub fn overview(o: &Overview<'_>) -> Markup {
@@ -141,7 +160,7 @@ pub fn overview(o: &Overview<'_>) -> Markup {
         h2 { "Breaker" }
         (breaker_state(&o.breaker))
         h2 { "Partitions" }
-        (partition_table(&o.offsets, &o.stored))
+        (partition_table(&o.offsets, &o.stored, Some((&o.oldest_unread, o.now))))
         h2 { "Group members" }
         @match &o.members {
             Err(why) => (failed(why)),
@@ -167,8 +186,93 @@ pub fn overview(o: &Overview<'_>) -> Markup {
             Ok(days) => p.warn { (days) " closed ledger day(s) without a filter: every batch looks them up in full until maintenance builds theirs (" code { "inventory-inbox maintain" } ")." },
         }
         h2 { "Maintenance" }
-        p.muted { "The last maintenance and its result are not recorded in the database: " code { "inventory-inbox maintain" } " prints them (cron's log), and " code { "run" } " logs its hourly run." }
+        @match &o.maintenance {
+            Err(why) => (failed(why)),
+            Ok(runs) => (maintenance(runs, o.now)),
+        }
     }
+}
+
+/// Longest since maintenance last did its work before the overview warns:
+/// `run` maintains hourly, and the window has two days made ahead.
+const MAINTENANCE_OVERDUE_HOURS: i64 = 3;
+
+/// The last maintenance and its result, the last one that did the work
+/// when that is another, and the runs before.
+fn maintenance(runs: &[MaintenanceRun], now: DateTime<Utc>) -> Markup {
+    let done = runs.iter().find(|r| r.did_the_work());
+    html! {
+        @match runs.first() {
+            None => p.warn { "No maintenance run is recorded: run " code { "inventory-inbox maintain" } ", or start " code { "run" } " (it maintains at start-up and hourly)." },
+            Some(last) => {
+                @let class = match (&last.error, last.finished_at) {
+                    (Some(_), _) => "err",
+                    (None, None) => "warn",
+                    _ => "ok",
+                };
+                p class=(class) { "Last run: " (run_result(last)) }
+                @if let Some(done) = done.filter(|d| d.id != last.id) {
+                    p.muted { "The last that did the work: " (run_result(done)) }
+                }
+                @match done {
+                    None => p.err { "No recorded run did the work (held the lock and ended well): the window's partitions ahead are not being made." },
+                    Some(d) if now - d.started_at > Duration::hours(MAINTENANCE_OVERDUE_HOURS) => p.err {
+                        "No run did the work for " ((now - d.started_at).num_hours()) " hours: partitions are made two days ahead; run " code { "inventory-inbox maintain" } " and see its error."
+                    },
+                    Some(_) => {},
+                }
+                table {
+                    tr { th { "started" } th { "by" } th { "took" } th { "partitions created" } th { "dropped" } th { "parked rows deleted" } th { "payloads cleared" } th { "result" } }
+                    @for r in runs {
+                        tr {
+                            td { (time(&r.started_at)) }
+                            td { (r.started_by) }
+                            td.n { @if let Some(end) = r.finished_at { (format!("{:.1} s", (end - r.started_at).num_milliseconds() as f64 / 1000.0)) } }
+                            td.n { (count(r.created)) } td.n { (count(r.dropped)) }
+                            td.n { (count(r.parked_deleted)) } td.n { (count(r.payloads_cleared)) }
+                            td { (run_outcome(r)) }
+                        }
+                    }
+                }
+                p.muted { "Each run of " code { "run" } " (start-up, hourly), " code { "inventory-inbox maintain" } " and " code { "migrate" } " is recorded; the database keeps the last " (crate::store::MAINTENANCE_RUNS_KEPT) "." }
+            }
+        }
+    }
+}
+
+fn count(n: Option<i32>) -> String {
+    n.map_or("–".to_owned(), |n| n.to_string())
+}
+
+/// A run's outcome in a few words.
+fn run_outcome(r: &MaintenanceRun) -> String {
+    match (&r.error, r.finished_at, r.locked) {
+        (Some(error), _, _) => format!("failed: {error}"),
+        (None, None, _) => "not finished: still running, or its process stopped".to_owned(),
+        (None, Some(_), Some(false)) => "nothing done: another instance held the lock".to_owned(),
+        (None, Some(_), _) => "ok".to_owned(),
+    }
+}
+
+/// A run, its start, what started it, and its outcome with what it did.
+fn run_result(r: &MaintenanceRun) -> String {
+    let did = if r.did_the_work() {
+        format!(
+            "; partitions created {}, dropped {}; parked rows deleted {}, payloads cleared {}",
+            count(r.created),
+            count(r.dropped),
+            count(r.parked_deleted),
+            count(r.payloads_cleared)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "started {} by {}: {}{did}.",
+        time(&r.started_at),
+        r.started_by,
+        run_outcome(r)
+    )
 }
 
 fn breaker_state(state: &Result<Option<BreakerState>, String>) -> Markup {
@@ -188,12 +292,45 @@ fn breaker_state(state: &Result<Option<BreakerState>, String>) -> Markup {
     }
 }
 
+/// The offset the consumer reads `p` from next: the database's position,
+/// else the group's committed offset, else the log start; never before the
+/// log start (what retention deleted is read from the earliest offset).
+pub(super) fn reads_from(p: &PartitionOffsets, stored: &[Position]) -> i64 {
+    stored
+        .iter()
+        .find(|s| s.partition == p.partition)
+        .map(|s| s.next_offset)
+        .or(p.committed)
+        .unwrap_or(p.earliest)
+        .max(p.earliest)
+}
+
+/// Lag in seconds of a partition read from `from`: 0 when read to its end,
+/// else the age of its oldest unread record; `None` when that record's
+/// timestamp is not known.
+fn lag_seconds(
+    p: &PartitionOffsets,
+    from: i64,
+    oldest_unread: &[(i32, i64)],
+    now: DateTime<Utc>,
+) -> Option<f64> {
+    if from >= p.end {
+        return Some(0.0);
+    }
+    let (_, at) = oldest_unread.iter().find(|(q, _)| *q == p.partition)?;
+    Some(((now.timestamp_millis() - at).max(0)) as f64 / 1000.0)
+}
+
 fn partition_table(
     offsets: &Result<Vec<PartitionOffsets>, String>,
     stored: &Result<Vec<Position>, String>,
+    ages: Option<(&OldestUnread, DateTime<Utc>)>,
 ) -> Markup {
     let show = |o: Option<i64>| o.map_or("–".to_owned(), |o| o.to_string());
+    let no_stored = Vec::new();
+    let stored_rows = stored.as_ref().unwrap_or(&no_stored);
     html! {
+        @if let Some((Err(why), _)) = ages { (failed(why)) }
         @if let Err(why) = stored { (failed(why)) }
         @match offsets {
             Err(why) => {
@@ -206,23 +343,39 @@ fn partition_table(
                 }
             }
             Ok(offsets) => table {
-                tr { th { "partition" } th { "position (database)" } th { "earliest" } th { "end" } th { "group's committed" } th { "lag (records)" } th { "updated" } }
+                tr {
+                    th { "partition" } th { "position (database)" } th { "earliest" } th { "end" } th { "group's committed" } th { "lag (records)" }
+                    @if ages.is_some() { th { "lag (seconds)" } }
+                    th { "updated" }
+                }
                 @for p in offsets {
-                    @let position = stored.as_ref().ok().and_then(|s| s.iter().find(|s| s.partition == p.partition));
-                    @let reads_from = position.map(|s| s.next_offset).or(p.committed).unwrap_or(p.earliest);
+                    @let position = stored_rows.iter().find(|s| s.partition == p.partition);
+                    @let from = reads_from(p, stored_rows);
                     tr {
                         td.n { (p.partition) }
                         td.n { (show(position.map(|s| s.next_offset))) }
                         td.n { (p.earliest) }
                         td.n { (p.end) }
                         td.n { (show(p.committed)) }
-                        td.n { ((p.end - reads_from).max(0)) }
+                        td.n { ((p.end - from).max(0)) }
+                        @if let Some((oldest, now)) = ages {
+                            @let seconds = lag_seconds(p, from, oldest.as_ref().map(Vec::as_slice).unwrap_or_default(), now);
+                            td.n data-lag-seconds-of=(p.partition) {
+                                @match seconds { Some(s) => (format!("{s:.1}")), None => "–" }
+                            }
+                        }
                         td { (position.map(|s| time(&s.updated_at)).unwrap_or_else(|| "–".into())) }
                     }
                 }
             },
         }
-        p.muted { "Lag in records: the end offset less the database's position (else the group's committed offset, else the log start). Lag in seconds is the consumer's own gauge, " code { "inbox_consumer_lag_seconds" } ", on its /metrics." }
+        p.muted {
+            "Lag in records: the end offset less the offset the consumer reads next (the database's position, else the group's committed offset, else the log start). "
+            @if ages.is_some() {
+                "Lag in seconds: the age of the oldest record not applied yet (the one at that offset), by its Kafka timestamp, now; 0 when read to the end, – when its record could not be read in time. "
+                "The consumer's own gauge, " code { "inbox_consumer_lag_seconds" } ", says the same of the records a member already holds."
+            }
+        }
     }
 }
 
@@ -435,6 +588,18 @@ pub fn record(id: i64, found: Result<Option<ParkedRecord>, String>, standing: &S
                 }
             } }
         }
+        h2 { "Replays" }
+        @if record.replays.is_empty() {
+            p.muted { "Never replayed." }
+        } @else {
+            table {
+                tr { th { "at" } th { "outcome" } th { "by" } }
+                @for r in &record.replays {
+                    tr { td { (time(&r.at)) } td { (r.outcome) } td { (r.by) } }
+                }
+            }
+            p.muted { "Every replay of this record, oldest first (the last " (crate::store::REPLAYS_KEPT) " are kept, with the record)." }
+        }
         @if standing.signed_in() {
             h2 { "Headers (secrets redacted)" }
             pre { (redacted_headers(&record.headers_json)) }
@@ -554,7 +719,7 @@ pub fn positions(
         .unwrap_or_default();
     html! {
         p.muted { "Topic " code { (topic) } "." }
-        (partition_table(&offsets, &stored))
+        (partition_table(&offsets, &stored, None))
         @if standing.signed_in() && !partitions.is_empty() {
             h2 { "Set positions" }
             form method="post" action="/positions/set" {
@@ -594,13 +759,23 @@ fn confirmed_form(action: &str, asked: &Asked, standing: &Standing, button: &str
     }
 }
 
-pub fn confirm_replay(asked: &Asked, ids: &[i64], standing: &Standing) -> Markup {
-    let group = asked
+/// The group a replay form names, in words; `None`: it names records.
+pub fn group_in_words(asked: &Asked) -> Option<String> {
+    asked
         .field("reason")
         .map(|reason| match asked.field("day") {
             Some(day) => format!("every unreplayed record of reason {reason} parked on {day}"),
             None => format!("every unreplayed record of reason {reason}"),
-        });
+        })
+}
+
+pub fn confirm_replay(
+    asked: &Asked,
+    ids: &[i64],
+    standing: &Standing,
+    in_request: usize,
+) -> Markup {
+    let group = group_in_words(asked);
     html! {
         @if ids.is_empty() {
             (message("Nothing to replay: every record of the group was replayed already."))
@@ -609,6 +784,9 @@ pub fn confirm_replay(asked: &Asked, ids: &[i64], standing: &Standing) -> Markup
                 "Replay " strong { (ids.len()) " parked record(s)" }
                 @if let Some(group) = &group { " (" (group) ")" }
                 " through the normal path? Each is applied at most once; one still not applicable stays parked and says why."
+            }
+            @if ids.len() > in_request {
+                p { "More than " (in_request) " records: the replay runs beside the console, one record at a time, and its page shows how far it got until it ends (one group replay at a time)." }
             }
             p.muted { "Ids: " (ids.iter().take(IDS_NAMED).map(|id| id.to_string()).collect::<Vec<_>>().join(", ")) @if ids.len() > IDS_NAMED { ", …" } }
             (confirmed_form("/parked/replay", asked, standing, &format!("Replay {} record(s)", ids.len())))
@@ -636,6 +814,37 @@ pub fn replayed(outcomes: &[(i64, Result<ReplayOutcome, String>)]) -> Markup {
                     td { @match outcome { Ok(o) => (o.to_string()), Err(why) => span.err { "failed, the rest not replayed: " (why) } } }
                 }
             }
+        }
+        p { a href="/parked" { "Back to the parked records" } }
+    }
+}
+
+/// A group replay running beside the requests, or ended: how far it got.
+pub fn group_replay(job: &GroupReplay, p: &Progress) -> Markup {
+    let share = if job.total == 0 {
+        100.0
+    } else {
+        p.replayed as f64 * 100.0 / job.total as f64
+    };
+    html! {
+        p { "Replay of " (job.group) ", " (job.total) " record(s), asked " (time(&job.started_at)) " (" (job.by) ")." }
+        @let counts = format!("{} of {} replayed ({share:.0} %): {} applied, {} duplicate, {} still parked.", p.replayed, job.total, p.applied, p.duplicate, p.still_parked);
+        @match (&p.failed, p.finished_at, p.stopped) {
+            (Some((id, why)), _, _) => p.err { (counts) " Stopped at record " a href=(format!("/parked/{id}")) { (id) } ", whose replay failed (the rest not replayed): " (why) },
+            (None, Some(_), true) => p.warn { (counts) " Stopped by the console's end: the rest stays parked; replay the group again." },
+            (None, Some(at), false) => p.ok { (counts) " Ended " (time(&at)) "." },
+            (None, None, _) => p.warn { (counts) " Running; this page reloads every 2 s." },
+        }
+        progress max=(job.total.max(1)) value=(p.replayed) { (format!("{share:.0} %")) }
+        @if !p.still_parked_named.is_empty() {
+            h2 { "Still parked" }
+            table {
+                tr { th { "id" } th { "why" } }
+                @for (id, why) in &p.still_parked_named {
+                    tr { td { a href=(format!("/parked/{id}")) { (id) } } td { (why) } }
+                }
+            }
+            @if p.still_parked > p.still_parked_named.len() { p.muted { "… and " (p.still_parked - p.still_parked_named.len()) " more (Parked lists them)." } }
         }
         p { a href="/parked" { "Back to the parked records" } }
     }
@@ -761,6 +970,70 @@ mod tests {
         );
         assert!(svg.contains("12:30 parked: 60 events (1.00/s)"), "{svg}");
         assert!(svg.contains("180 events in the hour"), "{svg}");
+    }
+
+    #[test]
+    fn lag_in_seconds_is_the_age_of_the_oldest_unread_record() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let partition = |partition, end| PartitionOffsets {
+            partition,
+            earliest: 10,
+            end,
+            committed: Some(12),
+        };
+        let position = |partition, next_offset| Position {
+            topic: "orders.placed.v1".into(),
+            partition,
+            next_offset,
+            updated_at: now,
+        };
+        // The database's position wins over the group's commit; never
+        // before the log start.
+        assert_eq!(reads_from(&partition(0, 20), &[position(0, 15)]), 15);
+        assert_eq!(reads_from(&partition(0, 20), &[position(1, 15)]), 12);
+        assert_eq!(reads_from(&partition(0, 20), &[position(0, 3)]), 10);
+        let oldest = [(0, now.timestamp_millis() - 90_500)];
+        assert_eq!(lag_seconds(&partition(0, 20), 15, &oldest, now), Some(90.5));
+        assert_eq!(lag_seconds(&partition(0, 15), 15, &oldest, now), Some(0.0));
+        assert_eq!(lag_seconds(&partition(1, 20), 15, &oldest, now), None);
+    }
+
+    #[test]
+    fn the_overview_says_when_maintenance_last_did_its_work() {
+        let now = DateTime::parse_from_rfc3339("2026-12-06T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let run = |id, hours_ago, error: Option<&str>| MaintenanceRun {
+            id,
+            started_at: now - Duration::hours(hours_ago),
+            started_by: "run: hourly".into(),
+            finished_at: Some(now - Duration::hours(hours_ago)),
+            locked: error.is_none().then_some(true),
+            created: error.is_none().then_some(1),
+            dropped: error.is_none().then_some(1),
+            parked_deleted: error.is_none().then_some(0),
+            payloads_cleared: error.is_none().then_some(0),
+            error: error.map(str::to_owned),
+        };
+        let page =
+            maintenance(&[run(2, 1, Some("lock timeout")), run(1, 5, None)], now).into_string();
+        assert!(
+            page.contains("class=\"err\">Last run: started 2026-12-06 11:00:00 UTC by run: hourly: failed: lock timeout."),
+            "{page}"
+        );
+        assert!(
+            page.contains("The last that did the work: started 2026-12-06 07:00:00 UTC by run: hourly: ok; partitions created 1, dropped 1"),
+            "{page}"
+        );
+        assert!(page.contains("No run did the work for 5 hours"), "{page}");
+        let fine = maintenance(&[run(3, 0, None)], now).into_string();
+        assert!(fine.contains("class=\"ok\">Last run:"), "{fine}");
+        assert!(!fine.contains("No run did the work"), "{fine}");
+        assert!(maintenance(&[], now)
+            .into_string()
+            .contains("No maintenance run is recorded"));
     }
 
     #[test]

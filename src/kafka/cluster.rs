@@ -402,6 +402,63 @@ pub async fn read_record(
     .expect("the Kafka read does not panic")
 }
 
+/// The Kafka timestamp (milliseconds since the epoch) of the first record
+/// at or after each `(partition, offset)` of `from`: the oldest record not
+/// yet applied when the offset is the next one to read. Read by a client
+/// of the group that never joins it or commits; each partition is paused
+/// once its record came. A partition whose record did not come within
+/// `within` (or that holds none from there) is left out.
+pub async fn first_timestamps(
+    settings: &KafkaSettings,
+    group: &str,
+    topic: &str,
+    from: Vec<(i32, i64)>,
+    within: Duration,
+) -> Result<Vec<(i32, i64)>, ClusterError> {
+    let config = settings.consumer_config(group);
+    let context = AccessContext::new(settings);
+    let topic = topic.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut found = Vec::new();
+        if from.is_empty() {
+            return Ok(found);
+        }
+        let consumer: BaseConsumer<AccessContext> = config.create_with_context(context)?;
+        let mut list = TopicPartitionList::new();
+        for (partition, offset) in &from {
+            list.add_partition_offset(&topic, *partition, Offset::Offset(*offset))?;
+        }
+        consumer.assign(&list)?;
+        let deadline = std::time::Instant::now() + within;
+        while found.len() < from.len() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match consumer.poll(left.min(Duration::from_millis(200))) {
+                Some(Ok(message)) => {
+                    let partition = rdkafka::Message::partition(&message);
+                    if found.iter().any(|(p, _)| *p == partition) {
+                        continue;
+                    }
+                    if let Some(at) = rdkafka::Message::timestamp(&message).to_millis() {
+                        found.push((partition, at));
+                    }
+                    let mut done = TopicPartitionList::new();
+                    done.add_partition(&topic, partition);
+                    consumer.pause(&done)?;
+                }
+                Some(Err(error)) => return Err(error.into()),
+                None => {}
+            }
+        }
+        found.sort_unstable();
+        Ok(found)
+    })
+    .await
+    .expect("the Kafka read does not panic")
+}
+
 /// A member of the consumer group, as the group coordinator describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupMember {

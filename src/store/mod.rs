@@ -42,6 +42,7 @@ mod breaker;
 mod dlq;
 mod error;
 mod filter;
+mod maintenance_runs;
 mod outcomes;
 mod pooler;
 pub mod position_guard;
@@ -56,12 +57,16 @@ pub use breaker::{breaker, open_breaker, resume_breaker, BreakerState};
 pub use dlq::{copies_owed, copies_sent};
 pub use error::{RetryReason, StoreError};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
+pub use maintenance_runs::{
+    maintenance_runs, MaintenanceRun, MaintenanceTrigger, RUNS_KEPT as MAINTENANCE_RUNS_KEPT,
+};
 pub use outcomes::{flush_outcomes, outcomes_by_minute, OutcomeMinute, OutcomeTally};
 pub use pooler::{DbPool, Pooler};
 pub use position_guard::{Behind, PositionGuard};
 pub use replay::{
     count_parked, list_parked, parked_groups, parked_record, replay, replay_candidates,
-    ParkedCount, ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord, ReplayOutcome,
+    ParkedCount, ParkedEntry, ParkedFilter, ParkedGroup, ParkedRecord, ReplayOutcome, Replayed,
+    REPLAYS_KEPT,
 };
 pub use round_trips::RoundTrips;
 pub use schema::{

@@ -21,11 +21,21 @@ const REPLAY_CANDIDATES: &str = include_str!("../../sql/replay_candidates.sql");
 const PARKED_GROUPS: &str = include_str!("../../sql/parked_groups.sql");
 const PARKED_RECORD: &str = include_str!("../../sql/parked_record.sql");
 
+/// Replays kept in a parked row's history (`replays`): the oldest goes
+/// when a row was replayed more often.
+pub const REPLAYS_KEPT: i32 = 20;
+
 /// Replays one of `consumer`'s parked records through the normal path
 /// (decode, validate, the batch statement), in one transaction with the
 /// parked row locked: exactly once even when replays run twice or
-/// concurrently.
-pub async fn replay(pool: &DbPool, consumer: &str, id: i64) -> Result<ReplayOutcome, StoreError> {
+/// concurrently. `by` (the CLI, the console and from where) goes into the
+/// row's history of replays with the outcome.
+pub async fn replay(
+    pool: &DbPool,
+    consumer: &str,
+    id: i64,
+    by: &str,
+) -> Result<ReplayOutcome, StoreError> {
     let window = pool.answered(load_window(pool)).await?;
     let mut tx = pool.begin().await?;
     let Some(row) = sqlx::query(LOCK_PARKED)
@@ -82,6 +92,8 @@ pub async fn replay(pool: &DbPool, consumer: &str, id: i64) -> Result<ReplayOutc
         .bind(id)
         .bind(outcome.to_string())
         .bind(outcome.reached_ledger())
+        .bind(by)
+        .bind(REPLAYS_KEPT)
         .persistent(pool.prepares())
         .execute(&mut *tx)
         .await?;
@@ -231,7 +243,31 @@ pub async fn parked_record(
         headers_json: row.try_get("headers")?,
         record_key: row.try_get("record_key")?,
         dlq_sent_at: row.try_get("dlq_sent_at")?,
+        replays: replays_of(row.try_get("replays")?)?,
     }))
+}
+
+/// The history of replays as the row keeps it (a JSON array, oldest
+/// first; NULL: never replayed).
+fn replays_of(json: Option<String>) -> Result<Vec<Replayed>, StoreError> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(json) => serde_json::from_str(&json).map_err(|error| {
+            StoreError::Schema(format!(
+                "inbox_parked.replays is not a history of replays: {error}"
+            ))
+        }),
+    }
+}
+
+/// One replay of a parked record, as its row's history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Replayed {
+    pub at: DateTime<Utc>,
+    /// [`ReplayOutcome`]'s words.
+    pub outcome: String,
+    /// Who replayed it: the CLI, or the console and from where.
+    pub by: String,
 }
 
 /// A parked record with what [`ParkedEntry`] leaves out.
@@ -248,6 +284,8 @@ pub struct ParkedRecord {
     /// When its copy reached the DLQ topic, or (equal to `parked_at`) that
     /// none is owed (parked by a consumer without DLQ_TOPIC); `None`: owed.
     pub dlq_sent_at: Option<DateTime<Utc>>,
+    /// Every replay (the last [`REPLAYS_KEPT`]), oldest first.
+    pub replays: Vec<Replayed>,
 }
 
 /// How many parked records [`list_parked`] chooses from, counted up to

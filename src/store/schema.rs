@@ -12,6 +12,7 @@ use sqlx::{Connection as _, Row};
 
 use crate::window::DedupWindow;
 
+use super::maintenance_runs::{self, MaintenanceTrigger};
 use super::pooler::{DbPool, Limits, Pooler};
 use super::StoreError;
 
@@ -131,7 +132,7 @@ pub async fn migrate(pool: &DbPool, retention: Retention) -> Result<MaintainRepo
     if !first && before != retention {
         tracing::info!(?before, now = ?retention, "the database's retention changed");
     }
-    maintain(pool).await
+    maintain(pool, MaintenanceTrigger::Migrate).await
 }
 
 /// The retention the database holds (`inbox_settings`).
@@ -202,8 +203,28 @@ pub struct MaintainReport {
 /// under an advisory lock, then prunes parked rows in bounded steps; each
 /// step its own transaction, so that one that fails takes nothing of the
 /// others back (docs/design.md#the-dedup-window); all as the database's
-/// settings say.
-pub async fn maintain(pool: &DbPool) -> Result<MaintainReport, StoreError> {
+/// settings say. The run and its result are recorded
+/// (`inbox_maintenance_run`, the console's overview); the record is for
+/// people: a run that cannot be recorded is done all the same, and says
+/// so in the log.
+pub async fn maintain(pool: &DbPool, by: MaintenanceTrigger) -> Result<MaintainReport, StoreError> {
+    let run = match maintenance_runs::begun(pool, by).await {
+        Ok(run) => Some(run),
+        Err(error) => {
+            tracing::warn!(%error, "this maintenance run is not recorded");
+            None
+        }
+    };
+    let result = maintain_steps(pool).await;
+    if let Some(run) = run {
+        if let Err(error) = maintenance_runs::ended(pool, run, &result).await {
+            tracing::warn!(%error, run, "the maintenance run's result was not recorded");
+        }
+    }
+    result
+}
+
+async fn maintain_steps(pool: &DbPool) -> Result<MaintainReport, StoreError> {
     let created = sqlx::query(MAINTAIN).fetch_one(pool).await?;
     // The days over by the clock, closed for their filters: a statement of
     // its own (docs/design.md#the-filter-of-closed-days).

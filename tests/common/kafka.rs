@@ -89,6 +89,9 @@ pub struct Outgoing {
     pub headers: Vec<(String, String)>,
     /// Partition to write to; None lets the key decide.
     pub partition: Option<i32>,
+    /// The record's Kafka timestamp (ms since the epoch); None: the
+    /// producer's clock.
+    pub timestamp: Option<i64>,
 }
 
 impl Outgoing {
@@ -98,6 +101,7 @@ impl Outgoing {
             payload: event.to_json(),
             headers: vec![],
             partition: None,
+            timestamp: None,
         }
     }
 
@@ -107,11 +111,17 @@ impl Outgoing {
             payload: payload.to_vec(),
             headers: vec![],
             partition: None,
+            timestamp: None,
         }
     }
 
     pub fn on_partition(mut self, partition: i32) -> Outgoing {
         self.partition = Some(partition);
+        self
+    }
+
+    pub fn at_timestamp(mut self, millis: i64) -> Outgoing {
+        self.timestamp = Some(millis);
         self
     }
 
@@ -138,6 +148,9 @@ pub async fn produce(producer: &FutureProducer, topic: &str, records: &[Outgoing
             .headers(headers);
         if let Some(partition) = record.partition {
             message = message.partition(partition);
+        }
+        if let Some(timestamp) = record.timestamp {
+            message = message.timestamp(timestamp);
         }
         loop {
             match producer.send_result(message) {

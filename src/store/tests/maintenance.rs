@@ -63,7 +63,9 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
     .execute(&pool)
     .await
     .expect("parked rows");
-    let report = maintain(&db).await.expect("maintain");
+    let report = maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintain");
     assert!(report.locked);
     assert_eq!(
         (report.parked_deleted, report.payloads_cleared),
@@ -81,7 +83,9 @@ async fn maintenance_prunes_parked_rows_in_steps_and_counts_them(pool: PgPool) {
         scalar(&pool, "SELECT count(*) FROM inbox_parked").await,
         25_000
     );
-    let again = maintain(&db).await.expect("maintain");
+    let again = maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintain");
     assert_eq!((again.parked_deleted, again.payloads_cleared), (0, 0));
 }
 
@@ -121,4 +125,115 @@ fn compaction_lifts_the_statement_timeout_unless_behind_a_transaction_pooler() {
     assert!(schema::lifts_statement_timeout(Pooler::None));
     assert!(schema::lifts_statement_timeout(Pooler::Session));
     assert!(!schema::lifts_statement_timeout(Pooler::Transaction));
+}
+
+/// Each maintenance run is recorded with what started it and what it did,
+/// or the error that stopped it; the record keeps the last
+/// MAINTENANCE_RUNS_KEPT runs, and the overview's read finds the last run
+/// that did the work behind later failures.
+#[sqlx::test(migrations = false)]
+async fn maintenance_runs_are_recorded_with_their_result_and_bounded(pool: PgPool) {
+    let db: DbPool = pool.clone().into();
+    migrate(&db, RETENTION).await.expect("migrate");
+    let report = maintain(&db, MaintenanceTrigger::Hourly)
+        .await
+        .expect("maintain");
+    let runs = maintenance_runs(&db, 10).await.expect("runs");
+    assert_eq!(
+        runs.iter()
+            .map(|r| r.started_by.as_str())
+            .collect::<Vec<_>>(),
+        ["run: hourly", "migrate"],
+        "newest first"
+    );
+    let last = &runs[0];
+    assert!(last.did_the_work(), "{last:?}");
+    assert!(last.finished_at.expect("finished") >= last.started_at);
+    assert_eq!(
+        (
+            last.created,
+            last.dropped,
+            last.parked_deleted,
+            last.payloads_cleared
+        ),
+        (
+            Some(report.created),
+            Some(report.dropped),
+            Some(report.parked_deleted),
+            Some(report.payloads_cleared)
+        )
+    );
+    assert!(
+        runs[1].created.expect("migrate's run created the window") > 0,
+        "{:?}",
+        runs[1]
+    );
+
+    // A step that fails: the run is recorded with its error, no counts.
+    sqlx::query("ALTER FUNCTION inbox_drop_expired() RENAME TO inbox_drop_expired_away")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let failed = maintain(&db, MaintenanceTrigger::Command).await;
+    assert!(failed.is_err());
+    sqlx::query("ALTER FUNCTION inbox_drop_expired_away() RENAME TO inbox_drop_expired")
+        .execute(&pool)
+        .await
+        .expect("rename back");
+    let runs = maintenance_runs(&db, 1).await.expect("runs");
+    assert_eq!(
+        runs.len(),
+        2,
+        "the failed run and the last good one: {runs:?}"
+    );
+    assert_eq!(runs[0].started_by, "maintain");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("inbox_drop_expired")),
+        "{:?}",
+        runs[0]
+    );
+    assert_eq!((runs[0].locked, runs[0].created), (None, None));
+    assert!(runs[0].finished_at.is_some() && !runs[0].did_the_work());
+    assert_eq!(runs[1].started_by, "run: hourly");
+
+    // Months of runs: the table keeps the last MAINTENANCE_RUNS_KEPT.
+    sqlx::query(
+        "INSERT INTO inbox_maintenance_run (started_by, finished_at, locked)
+         SELECT 'run: hourly', now(), false FROM generate_series(1, 500)",
+    )
+    .execute(&pool)
+    .await
+    .expect("old runs");
+    maintain(&db, MaintenanceTrigger::StartUp)
+        .await
+        .expect("maintain");
+    let (rows, newest): (i64, String) = sqlx::query_as(
+        "SELECT count(*), (SELECT started_by FROM inbox_maintenance_run ORDER BY id DESC LIMIT 1)
+         FROM inbox_maintenance_run",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(rows, i64::from(MAINTENANCE_RUNS_KEPT));
+    assert_eq!(newest, "run: start-up");
+
+    // The record is for people: a run that cannot be recorded is done all
+    // the same.
+    sqlx::query("ALTER FUNCTION inbox_maintenance_begun(text, integer) RENAME TO begun_away")
+        .execute(&pool)
+        .await
+        .expect("rename");
+    let unrecorded = maintain(&db, MaintenanceTrigger::Hourly)
+        .await
+        .expect("maintained, unrecorded");
+    assert!(unrecorded.locked);
+    let newest: String =
+        sqlx::query_scalar("SELECT started_by FROM inbox_maintenance_run ORDER BY id DESC LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .expect("newest");
+    assert_eq!(newest, "run: start-up", "no row for the unrecorded run");
 }

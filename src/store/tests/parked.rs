@@ -38,7 +38,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     };
     assert_eq!(
         still(
-            replay(inbox.pool(), inbox.consumer(), unknown_id)
+            replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
                 .await
                 .expect("replayed")
         ),
@@ -46,7 +46,7 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     );
     assert_eq!(
         still(
-            replay(inbox.pool(), inbox.consumer(), malformed_id)
+            replay(inbox.pool(), inbox.consumer(), malformed_id, "store tests")
                 .await
                 .expect("replayed")
         ),
@@ -57,13 +57,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
         .await
         .expect("the SKUs are stocked");
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), unknown_id)
+        replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::Applied
     );
     assert!(matches!(
-        replay(inbox.pool(), inbox.consumer(), unknown_id)
+        replay(inbox.pool(), inbox.consumer(), unknown_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::AlreadyReplayed(_)
@@ -80,13 +80,13 @@ async fn a_parked_record_replayed_is_applied_once_or_stays_parked_with_its_reaso
     again[0].offset = 3;
     inbox.apply_records(&again, None).await.expect("applied");
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), later_id)
+        replay(inbox.pool(), inbox.consumer(), later_id, "store tests")
             .await
             .expect("replayed"),
         ReplayOutcome::Duplicate
     );
     assert_eq!(
-        replay(inbox.pool(), inbox.consumer(), 424_242)
+        replay(inbox.pool(), inbox.consumer(), 424_242, "store tests")
             .await
             .expect("asked"),
         ReplayOutcome::NotFound
@@ -142,7 +142,7 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
         ]
     );
     let id = |n: usize| parked.newly_parked[n].id.expect("an id");
-    match replay(inbox.pool(), inbox.consumer(), id(0))
+    match replay(inbox.pool(), inbox.consumer(), id(0), "store tests")
         .await
         .expect("replayed")
     {
@@ -152,7 +152,7 @@ async fn a_replay_parked_again_reports_the_statements_own_reason(pool: PgPool) {
         ),
         other => panic!("expected still parked as an id conflict, got {other:?}"),
     }
-    match replay(inbox.pool(), inbox.consumer(), id(1))
+    match replay(inbox.pool(), inbox.consumer(), id(1), "store tests")
         .await
         .expect("replayed")
     {
@@ -294,4 +294,64 @@ async fn a_parked_records_dlq_copy_is_owed_until_marked_sent(pool: PgPool) {
     .await
     .expect("owed")
     .is_empty());
+}
+
+/// Every replay of a parked record is kept in its row's history, with its
+/// outcome and who replayed it, the last REPLAYS_KEPT of them; the last
+/// outcome stays where `parked list` reads it.
+#[sqlx::test(migrations = false)]
+async fn every_replay_of_a_parked_record_is_kept_up_to_a_bound(pool: PgPool) {
+    migrated_with_codes(&pool).await;
+    let db: DbPool = pool.clone().into();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO inbox_parked (parked_day, consumer, topic, kafka_partition, kafka_offset,
+                                   reason, error, payload)
+         VALUES (CURRENT_DATE, 'store-tests', 'orders', 0, 7, 'malformed_json', 'e', 'junk')
+         RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("a parked row");
+    let never = parked_record(&db, "store-tests", id)
+        .await
+        .expect("read")
+        .expect("the row");
+    assert!(never.replays.is_empty());
+    let times = REPLAYS_KEPT as usize + 5;
+    for n in 0..times {
+        let outcome = replay(&db, "store-tests", id, &format!("test {n}"))
+            .await
+            .expect("replay");
+        assert!(
+            matches!(
+                outcome,
+                ReplayOutcome::StillParked(ParkReason::MalformedJson, _)
+            ),
+            "{outcome}"
+        );
+    }
+    let record = parked_record(&db, "store-tests", id)
+        .await
+        .expect("read")
+        .expect("the row");
+    assert_eq!(record.replays.len(), REPLAYS_KEPT as usize, "bounded");
+    let by: Vec<&str> = record.replays.iter().map(|r| r.by.as_str()).collect();
+    assert_eq!(by.first(), Some(&"test 5"), "the oldest went: {by:?}");
+    assert_eq!(by.last(), Some(&format!("test {}", times - 1).as_str()));
+    assert!(record
+        .replays
+        .windows(2)
+        .all(|pair| pair[0].at <= pair[1].at));
+    assert!(
+        record.replays[0]
+            .outcome
+            .starts_with("still parked: malformed_json"),
+        "{:?}",
+        record.replays[0]
+    );
+    assert_eq!(
+        record.entry.replay_outcome.as_deref(),
+        Some(record.replays[REPLAYS_KEPT as usize - 1].outcome.as_str())
+    );
+    assert_eq!(record.entry.replayed_at, None, "still eligible");
 }
