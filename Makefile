@@ -71,7 +71,7 @@ verify: deps services-up
 defects: deps services-up
 	scripts/reintroduced-defects.sh
 
-# cargo-mutants on src/batch.rs, src/event.rs and src/store/ (or
+# cargo-mutants on src/batch.rs, src/event/ and src/store/ (or
 # MUTANTS_FILES), judged by the in-process tests and the model check
 # (scripts/mutants.sh): the share of mutants caught per file, in
 # .local/mutants/report.md. Hours; MUTANTS_ITERATE=1 goes on after a run

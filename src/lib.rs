@@ -13,7 +13,8 @@
 //! ```
 //!
 //! - [`config`]: every flag and environment variable, validated at start-up.
-//! - [`event`]: the `OrderPlaced` schema, decoding and validation (pure).
+//! - [`event`]: the `OrderPlaced` schema, decoding and validation (pure),
+//!   in parts: `decode`, `cloudevents`, `schema`, `fingerprint`, `reasons`.
 //! - [`window`]: the dedup window, the days with a ledger partition (pure).
 //! - [`batch`]: a poll's records classified, and their offsets (pure).
 //! - [`parked`]: what a parked record keeps, secrets redacted (pure).
