@@ -42,7 +42,7 @@ impl PositionSource {
                 if self.shutdown.is_asked() {
                     return None;
                 }
-                let stored = self.inbox.pool().answered(positions::read(
+                let stored = self.inbox.pool().with_answer_deadline(positions::read(
                     self.inbox.pool(),
                     self.inbox.consumer(),
                     partitions,

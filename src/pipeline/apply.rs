@@ -15,7 +15,7 @@ use crate::batch::{self, Batch, InboundRecord, PartitionKey};
 use crate::store::positions::Stored;
 use crate::store::{BatchOutcome, Behind, StoreError};
 
-use super::{drop_partitions, failpoint, Event, Held, Pipeline, Poll, State};
+use super::{drop_partitions, failpoint, Event, Held, LoopState, Pipeline, State};
 use crate::observe::{BatchCommitted, BatchRolledBack, PositionBehind};
 
 /// First and largest pause between retries of a batch.
@@ -38,11 +38,11 @@ impl Pipeline {
         &self,
         records: Vec<InboundRecord>,
         started: Instant,
-        poll: &mut Poll,
+        loop_state: &mut LoopState,
     ) -> (Vec<Batch>, BatchOutcome) {
         let round = batch::round(records, self.lanes(), self.settings.max_records);
         for record in round.left_over.into_iter().rev() {
-            poll.carry.push_front(record);
+            loop_state.carry.push_front(record);
         }
         tracing::debug!(lanes = round.batches.len(), "round");
         let batches = round
@@ -83,15 +83,15 @@ impl Pipeline {
         }
         // Partitions revoked while retrying: their records in later batches
         // belong to the new owner.
-        let mut gone: Vec<PartitionKey> = Vec::new();
+        let mut revoked_meanwhile: Vec<PartitionKey> = Vec::new();
         for (mut batch, error) in remaining {
             if let StoreError::PositionBehind(behind) = &error {
-                self.read_again(behind, &mut batch, poll);
+                self.read_again(behind, &mut batch, loop_state);
             }
-            drop_partitions(&gone, &mut batch, &mut VecDeque::new());
+            drop_partitions(&revoked_meanwhile, &mut batch, &mut VecDeque::new());
             let lost_answer = error.answer_may_be_lost();
             match self
-                .apply_with_retry(batch, lost_answer, poll, &mut gone)
+                .apply_with_retry(batch, lost_answer, loop_state, &mut revoked_meanwhile)
                 .await
             {
                 Some((batch, done)) => {
@@ -108,7 +108,7 @@ impl Pipeline {
                 // Shutdown gave up on the database, or the client failed:
                 // later batches of the same partitions must not be applied
                 // past the abandoned one.
-                None if poll.stopping() => break,
+                None if loop_state.stopping() => break,
                 None => {}
             }
         }
@@ -138,8 +138,8 @@ impl Pipeline {
         &self,
         mut batch: Batch,
         mut lost_answer: bool,
-        poll: &mut Poll,
-        gone: &mut Vec<PartitionKey>,
+        loop_state: &mut LoopState,
+        revoked_meanwhile: &mut Vec<PartitionKey>,
     ) -> Option<(Batch, BatchOutcome)> {
         let mut backoff = RETRY_BACKOFF_MIN;
         let mut paused = false;
@@ -153,18 +153,18 @@ impl Pipeline {
                 Ok(outcome) if lost_answer => break Some(outcome.after_lost_answer()),
                 Ok(outcome) => break Some(outcome),
                 Err(StoreError::PositionBehind(behind)) => {
-                    self.read_again(&behind, &mut batch, poll);
+                    self.read_again(&behind, &mut batch, loop_state);
                 }
                 Err(error) => {
                     lost_answer |= error.answer_may_be_lost();
-                    poll.machine.on(Event::BatchRefused);
+                    loop_state.machine.on(Event::BatchRefused);
                     let wait = jittered(backoff);
                     BatchRolledBack {
                         error: &error,
                         retry_in: wait,
                     }
                     .emit(&self.metrics);
-                    if let State::Draining { since } = poll.state() {
+                    if let State::Draining { since } = loop_state.state() {
                         if since.elapsed() > SHUTDOWN_GRACE {
                             tracing::warn!(reason = error.retry_reason().as_str(), "shutting down while the batch in hand still fails; it is not committed and will be redelivered");
                             break None;
@@ -173,8 +173,9 @@ impl Pipeline {
                     if !paused {
                         paused = self.pause_all();
                     }
-                    self.wait_polling(wait, &mut batch, poll, gone).await;
-                    if poll.failed() {
+                    self.wait_polling(wait, &mut batch, loop_state, revoked_meanwhile)
+                        .await;
+                    if loop_state.failed() {
                         // The client is done for: the batch is not
                         // committed, and its records are read again by
                         // whoever owns the partitions next.
@@ -184,7 +185,7 @@ impl Pipeline {
                 }
             }
         };
-        poll.machine.on(Event::BatchSettled);
+        loop_state.machine.on(Event::BatchSettled);
         if paused {
             self.resume_all();
         }
@@ -195,39 +196,41 @@ impl Pipeline {
                 .store(true, Ordering::Relaxed);
             // The database failed meanwhile and may have come back from a
             // backup or a replica: check every owned partition now.
-            poll.upkeep.reset_immediately();
+            loop_state.upkeep.reset_immediately();
         }
         outcome.map(|outcome| (batch, outcome))
     }
 
     /// Sleeps for `duration` while serving the consumer (heartbeats are
     /// librdkafka's, but rebalances and commits are served by polling).
-    /// Returns early when the consumer failed fatally.
+    /// Partitions revoked meanwhile are added to `revoked_meanwhile`, for
+    /// the caller to drop their records. Returns early when the consumer
+    /// failed fatally.
     pub(super) async fn wait_polling(
         &self,
         duration: Duration,
         held: &mut impl Held,
-        poll: &mut Poll,
-        gone: &mut Vec<PartitionKey>,
+        loop_state: &mut LoopState,
+        revoked_meanwhile: &mut Vec<PartitionKey>,
     ) {
         let until = tokio::time::Instant::now() + duration;
-        while !poll.failed() {
+        while !loop_state.failed() {
             tokio::select! {
                 _ = tokio::time::sleep_until(until) => break,
                 message = self.consumer.recv() => {
-                    gone.extend(self.purge_revoked(held, &mut poll.carry));
-                    if let Some(record) = self.received(message, poll) {
-                        poll.carry.push_back(record);
+                    revoked_meanwhile.extend(self.purge_revoked(held, &mut loop_state.carry));
+                    if let Some(record) = self.received(message, loop_state) {
+                        loop_state.carry.push_back(record);
                         self.metrics
                             .lag_clock
-                            .holding(held.records().chain(poll.carry.iter()));
+                            .holding(held.records().chain(loop_state.carry.iter()));
                     }
                     // Partitions assigned meanwhile are paused too.
                     self.pause_all();
                 }
             }
         }
-        gone.extend(self.purge_revoked(held, &mut poll.carry));
+        revoked_meanwhile.extend(self.purge_revoked(held, &mut loop_state.carry));
     }
 
     /// The database went back (restored, or failed over to a replica that
@@ -236,7 +239,12 @@ impl Pipeline {
     /// committed. Reads each partition again from the database's position
     /// (its beginning where the database has none), dropping the records in
     /// hand, which come after what the database lacks.
-    pub(super) fn read_again(&self, behind: &Behind, held: &mut impl Held, poll: &mut Poll) {
+    pub(super) fn read_again(
+        &self,
+        behind: &Behind,
+        held: &mut impl Held,
+        loop_state: &mut LoopState,
+    ) {
         for ((topic, partition), stored) in &behind.positions {
             PositionBehind {
                 topic,
@@ -246,7 +254,7 @@ impl Pipeline {
             }
             .emit(&self.metrics);
         }
-        self.seek_to(&behind.positions, held, poll);
+        self.seek_to(&behind.positions, held, loop_state);
     }
 
     /// Reads each partition again from the database's position (its
@@ -260,7 +268,7 @@ impl Pipeline {
         &self,
         positions: &BTreeMap<PartitionKey, Option<Stored>>,
         held: &mut impl Held,
-        poll: &mut Poll,
+        loop_state: &mut LoopState,
     ) {
         for ((topic, partition), stored) in positions {
             let key = (topic.to_owned(), *partition);
@@ -278,29 +286,31 @@ impl Pipeline {
                 None => Offset::Beginning,
             };
             if self.seek(&key, offset) {
-                poll.unsought.remove(&key);
+                loop_state.unsought.remove(&key);
             } else {
-                poll.unsought.insert(key.clone(), (offset, Instant::now()));
+                loop_state
+                    .unsought
+                    .insert(key.clone(), (offset, Instant::now()));
             }
             self.offsets.rewind(&key, stored.map(|s| s.next_offset));
         }
         let again: Vec<PartitionKey> = positions.keys().cloned().collect();
-        drop_partitions(&again, held, &mut poll.carry);
+        drop_partitions(&again, held, &mut loop_state.carry);
         self.metrics
             .lag_clock
-            .holding(held.records().chain(poll.carry.iter()));
+            .holding(held.records().chain(loop_state.carry.iter()));
     }
 
     /// Tries again the seeks librdkafka refused, of the partitions still
     /// owned (a revoked one starts at the database's position with its new
     /// owner), each at most every `SEEK_AGAIN_AFTER`.
-    pub(super) fn seek_again(&self, poll: &mut Poll) {
-        if poll.unsought.is_empty() {
+    pub(super) fn seek_again(&self, loop_state: &mut LoopState) {
+        if loop_state.unsought.is_empty() {
             return;
         }
         let owned = self.offsets.owned();
-        poll.unsought.retain(|key, _| owned.contains(key));
-        let pending: Vec<(PartitionKey, Offset)> = poll
+        loop_state.unsought.retain(|key, _| owned.contains(key));
+        let pending: Vec<(PartitionKey, Offset)> = loop_state
             .unsought
             .iter()
             .filter(|(_, (_, tried))| tried.elapsed() >= SEEK_AGAIN_AFTER)
@@ -314,9 +324,9 @@ impl Pipeline {
                     offset = ?offset,
                     "the partition is read again from its position: the seek librdkafka refused before is done"
                 );
-                poll.unsought.remove(&key);
+                loop_state.unsought.remove(&key);
             } else {
-                poll.unsought.insert(key, (offset, Instant::now()));
+                loop_state.unsought.insert(key, (offset, Instant::now()));
             }
         }
     }

@@ -17,7 +17,7 @@ use crate::kafka;
 use crate::observe::ConsumeFailed;
 use crate::store::{self, positions::Stored};
 
-use super::{drop_partitions, Event, Held, Pipeline, Poll};
+use super::{drop_partitions, Event, Held, LoopState, Pipeline};
 
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
@@ -28,7 +28,10 @@ impl Pipeline {
     /// shutdown or a fatal client error) before any record. Meanwhile,
     /// every `recommit` tick, sends the offsets Kafka has not confirmed
     /// again.
-    pub(super) async fn collect(&self, poll: &mut Poll) -> Option<(Vec<InboundRecord>, Instant)> {
+    pub(super) async fn collect(
+        &self,
+        loop_state: &mut LoopState,
+    ) -> Option<(Vec<InboundRecord>, Instant)> {
         let capacity = self.settings.max_records * self.lanes();
         let mut records = Vec::with_capacity(capacity);
         let mut deadline: Option<tokio::time::Instant> = None;
@@ -41,11 +44,11 @@ impl Pipeline {
         // gathers what Kafka brings within the linger, rather than going
         // with a few records.
         let mut behind = false;
-        if poll.upkeep.tick().now_or_never().is_some() {
-            self.upkeep(&mut records, poll).await;
+        if loop_state.upkeep.tick().now_or_never().is_some() {
+            self.upkeep(&mut records, loop_state).await;
         }
         while records.len() < capacity {
-            let polled = if let Some(record) = poll.carry.pop_front() {
+            let polled = if let Some(record) = loop_state.carry.pop_front() {
                 Some(record)
             } else {
                 let message = match self.poll_waiting() {
@@ -63,45 +66,45 @@ impl Pipeline {
                         };
                         let polled = tokio::select! {
                             biased;
-                            _ = poll.shutdown.asked() => break,
+                            _ = loop_state.shutdown.asked() => break,
                             _ = wait_until => break,
-                            _ = poll.recommit.tick() => {
+                            _ = loop_state.recommit.tick() => {
                                 self.recommit_unconfirmed();
                                 continue;
                             }
-                            _ = poll.upkeep.tick() => None,
+                            _ = loop_state.upkeep.tick() => None,
                             message = self.consumer.recv() => Some(message),
                         };
                         match polled {
                             Some(message) => message,
                             None => {
-                                self.upkeep(&mut records, poll).await;
+                                self.upkeep(&mut records, loop_state).await;
                                 continue;
                             }
                         }
                     }
                 };
-                self.purge_revoked(&mut records, &mut poll.carry);
-                self.received(message, poll)
+                self.purge_revoked(&mut records, &mut loop_state.carry);
+                self.received(message, loop_state)
             };
             match polled {
                 Some(record) => records.push(record),
-                None if poll.failed() => break,
+                None if loop_state.failed() => break,
                 None => continue,
             }
             if deadline.is_none() {
                 deadline = Some(tokio::time::Instant::now() + self.settings.linger);
             }
         }
-        self.purge_revoked(&mut records, &mut poll.carry);
+        self.purge_revoked(&mut records, &mut loop_state.carry);
         self.metrics
             .lag_clock
-            .holding(records.iter().chain(poll.carry.iter()));
+            .holding(records.iter().chain(loop_state.carry.iter()));
         let started = deadline.map(|d| (d - self.settings.linger).into_std());
         match started {
             Some(started) if !records.is_empty() => Some((records, started)),
             // Stopping with nothing in hand, or everything was revoked.
-            _ if poll.stopping() => None,
+            _ if loop_state.stopping() => None,
             _ => Some((Vec::new(), Instant::now())),
         }
     }
@@ -109,24 +112,24 @@ impl Pipeline {
     /// The periodic checks, between rounds: the positions, the DLQ copies
     /// the owned partitions' parked rows owe, and the outcomes counted
     /// since the last upkeep added to the console's chart.
-    async fn upkeep(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
-        self.seek_again(poll);
-        self.check_positions(records, poll).await;
+    async fn upkeep(&self, records: &mut Vec<InboundRecord>, loop_state: &mut LoopState) {
+        self.seek_again(loop_state);
+        self.check_positions(records, loop_state).await;
         self.send_owed_copies().await;
-        self.flush_outcomes(poll).await;
+        self.flush_outcomes(loop_state).await;
     }
 
     /// Adds the outcomes counted since the last flush to the database's
     /// ring of them; kept for the next flush when the database refuses.
-    pub(super) async fn flush_outcomes(&self, poll: &mut Poll) {
-        if poll.outcomes.is_empty() {
+    pub(super) async fn flush_outcomes(&self, loop_state: &mut LoopState) {
+        if loop_state.outcomes.is_empty() {
             return;
         }
-        let tally = std::mem::take(&mut poll.outcomes);
+        let tally = std::mem::take(&mut loop_state.outcomes);
         let consumer = self.inbox.consumer();
         if let Err(error) = store::flush_outcomes(self.inbox.pool(), consumer, &tally).await {
             tracing::debug!(%error, "cannot add the outcomes per minute; sent with the next upkeep");
-            poll.outcomes.restore(tally);
+            loop_state.outcomes.restore(tally);
         }
     }
 
@@ -176,12 +179,12 @@ impl Pipeline {
     /// lacks if that record came after a restart. Those behind are read
     /// again from the database's position. The answer also says whether the
     /// database is reachable (`/readyz`).
-    async fn check_positions(&self, records: &mut Vec<InboundRecord>, poll: &mut Poll) {
+    async fn check_positions(&self, records: &mut Vec<InboundRecord>, loop_state: &mut LoopState) {
         let owned = self.offsets.owned();
         if owned.is_empty() {
             return;
         }
-        self.check_topic_ids(&owned, records, poll);
+        self.check_topic_ids(&owned, records, loop_state);
         match self.inbox.positions().gone_back(&owned).await {
             Ok(behind) => {
                 self.metrics
@@ -189,7 +192,7 @@ impl Pipeline {
                     .database_reachable
                     .store(true, Ordering::Relaxed);
                 if !behind.positions.is_empty() {
-                    self.read_again(&behind, records, poll);
+                    self.read_again(&behind, records, loop_state);
                 }
             }
             Err(error) => {
@@ -212,7 +215,7 @@ impl Pipeline {
         &self,
         owned: &[PartitionKey],
         records: &mut Vec<InboundRecord>,
-        poll: &mut Poll,
+        loop_state: &mut LoopState,
     ) {
         let topics: BTreeSet<&str> = owned.iter().map(|(topic, _)| topic.as_str()).collect();
         let mut recreated = BTreeMap::new();
@@ -249,7 +252,7 @@ impl Pipeline {
             .expect(&partitions, &BTreeMap::new(), &recreated);
         let from_the_start: BTreeMap<PartitionKey, Option<Stored>> =
             partitions.into_iter().map(|key| (key, None)).collect();
-        self.seek_to(&from_the_start, records, poll);
+        self.seek_to(&from_the_start, records, loop_state);
     }
 
     /// What a poll returned: the record, or `None` after an error, which is
@@ -260,12 +263,12 @@ impl Pipeline {
     pub(super) fn received(
         &self,
         message: KafkaResult<BorrowedMessage<'_>>,
-        poll: &mut Poll,
+        loop_state: &mut LoopState,
     ) -> Option<InboundRecord> {
         match message {
             Ok(message) => {
-                if poll.consume_errors > 0 {
-                    poll.consume_errors = 0;
+                if loop_state.consume_errors > 0 {
+                    loop_state.consume_errors = 0;
                     self.metrics
                         .readiness
                         .consume_failing
@@ -274,25 +277,25 @@ impl Pipeline {
                 let unsought = |(topic, partition): &PartitionKey| {
                     topic == message.topic() && *partition == message.partition()
                 };
-                if poll.unsought.keys().any(unsought) {
+                if loop_state.unsought.keys().any(unsought) {
                     // Fetched past the records a refused seek dropped: not
                     // applied; the partition is being fetched, so the seek
                     // is tried again now.
-                    self.seek_again(poll);
+                    self.seek_again(loop_state);
                     return None;
                 }
                 Some(kafka::to_record(&message))
             }
             Err(error @ KafkaError::MessageConsumptionFatal(_)) => {
                 tracing::error!(%error, "the Kafka consumer failed fatally; stopping it");
-                poll.machine.on(Event::ClientFailed(error));
+                loop_state.machine.on(Event::ClientFailed(error));
                 None
             }
             Err(error) => {
-                poll.consume_errors += 1;
+                loop_state.consume_errors += 1;
                 ConsumeFailed {
                     error: &error,
-                    in_a_row: poll.consume_errors,
+                    in_a_row: loop_state.consume_errors,
                 }
                 .emit(&self.metrics);
                 None

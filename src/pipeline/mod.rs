@@ -132,8 +132,8 @@ impl From<rdkafka::error::KafkaError> for PipelineError {
     }
 }
 
-/// What the loop keeps from one step to the next.
-struct Poll {
+/// The loop's state: what it keeps from one round to the next.
+struct LoopState {
     /// Records polled but not applied yet, in poll order: left over by the
     /// last round, or polled while a batch was retried.
     carry: VecDeque<InboundRecord>,
@@ -166,7 +166,7 @@ struct Poll {
     outcomes: store::OutcomeTally,
 }
 
-impl Poll {
+impl LoopState {
     /// The loop's state, a shutdown asked since it was last looked at
     /// taken in first.
     fn state(&mut self) -> &State {
@@ -192,7 +192,7 @@ impl Pipeline {
     pub async fn run(self, shutdown: Shutdown) -> Result<(), PipelineError> {
         let mut recommit = tokio::time::interval(RECOMMIT_EVERY);
         recommit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut poll = Poll {
+        let mut loop_state = LoopState {
             carry: VecDeque::new(),
             shutdown,
             recommit,
@@ -217,7 +217,7 @@ impl Pipeline {
         if !self.settings.poison_breaker.is_off() {
             match self.breaker().await {
                 Ok(Some(state)) if state.holds() => {
-                    self.hold_for_operator(&state.reason, false, &mut poll)
+                    self.hold_for_operator(&state.reason, false, &mut loop_state)
                         .await;
                 }
                 Ok(_) => {}
@@ -227,17 +227,17 @@ impl Pipeline {
             }
         }
         loop {
-            let Some((records, started)) = self.collect(&mut poll).await else {
+            let Some((records, started)) = self.collect(&mut loop_state).await else {
                 break;
             };
             // Opened by another member since it was last read: the round
             // waits in `carry`, and this member holds too.
-            if let Some(why) = self.held_elsewhere(&records, &mut poll).await {
+            if let Some(why) = self.held_elsewhere(&records, &mut loop_state).await {
                 for record in records.into_iter().rev() {
-                    poll.carry.push_front(record);
+                    loop_state.carry.push_front(record);
                 }
-                self.hold_for_operator(&why, false, &mut poll).await;
-                if poll.stopping() {
+                self.hold_for_operator(&why, false, &mut loop_state).await;
+                if loop_state.stopping() {
                     break;
                 }
                 continue;
@@ -245,13 +245,13 @@ impl Pipeline {
             // Shutdown waits for the round in hand at most SHUTDOWN_GRACE
             // (a database that stopped answering): then it is given up,
             // uncommitted, and read again by the next owner.
-            let stop = poll.shutdown.clone();
+            let stop = loop_state.shutdown.clone();
             let given_up = async {
                 stop.asked().await;
                 tokio::time::sleep(apply::SHUTDOWN_GRACE).await;
             };
             let applied = tokio::select! {
-                applied = self.apply_round(records, started, &mut poll) => applied,
+                applied = self.apply_round(records, started, &mut loop_state) => applied,
                 _ = given_up => {
                     tracing::warn!("shutting down while the round in hand has no answer from the database; it is not committed and will be redelivered");
                     break;
@@ -259,19 +259,20 @@ impl Pipeline {
             };
             let (batches, outcome) = applied;
             if !batches.is_empty() {
-                self.committed(&batches, &outcome, &poll, &mut failpoint);
-                poll.outcomes.record(&outcome, chrono::Utc::now());
-                if let Some(why) = tripped(&mut poll.breaker, &batches, &outcome) {
-                    self.hold_for_operator(&why, true, &mut poll).await;
+                self.after_round_committed(&batches, &outcome, &loop_state, &mut failpoint);
+                loop_state.outcomes.record(&outcome, chrono::Utc::now());
+                if let Some(why) = tripped(&mut loop_state.breaker, &batches, &outcome) {
+                    self.hold_for_operator(&why, true, &mut loop_state).await;
                 }
             }
-            if poll.stopping() {
+            if loop_state.stopping() {
                 break;
             }
         }
         // The last counts, unless the database does not answer soon: a
         // chart's minute is not worth holding up a shutdown.
-        let _ = tokio::time::timeout(FLUSH_AT_STOP_WITHIN, self.flush_outcomes(&mut poll)).await;
+        let _ =
+            tokio::time::timeout(FLUSH_AT_STOP_WITHIN, self.flush_outcomes(&mut loop_state)).await;
         if let Some(dlq) = &self.dlq {
             dlq.flush(Duration::from_secs(5));
             let delivered = dlq.take_delivered();
@@ -279,7 +280,7 @@ impl Pipeline {
                 tracing::warn!(%error, "cannot mark the last DLQ copies as sent; the next owner sends them again");
             }
         }
-        let failed = poll.machine.into_failure();
+        let failed = loop_state.machine.into_failure();
         self.close(failed.is_some());
         match failed {
             Some(error) => Err(error.into()),
@@ -291,14 +292,14 @@ impl Pipeline {
     /// gives to Kafka (those of partitions still owned: a revoked one's new
     /// owner commits it), its metrics and log lines, its parked records' DLQ
     /// copies.
-    fn committed(
+    fn after_round_committed(
         &self,
         batches: &[Batch],
         outcome: &BatchOutcome,
-        poll: &Poll,
+        loop_state: &LoopState,
         failpoint: &mut FailPoint,
     ) {
-        self.metrics.lag_clock.holding(poll.carry.iter());
+        self.metrics.lag_clock.holding(loop_state.carry.iter());
         let committed = self.offsets.advance(&outcome.to_commit);
         RoundApplied {
             outcome,
@@ -323,10 +324,14 @@ impl Pipeline {
     /// last read it (at most every `BREAKER_CHECK_EVERY`, before a round of
     /// `records`; a round-less member parks nothing). A state that cannot
     /// be read is read again before a later round.
-    async fn held_elsewhere(&self, records: &[InboundRecord], poll: &mut Poll) -> Option<String> {
+    async fn held_elsewhere(
+        &self,
+        records: &[InboundRecord],
+        loop_state: &mut LoopState,
+    ) -> Option<String> {
         if records.is_empty()
             || self.settings.poison_breaker.is_off()
-            || poll.breaker_check.tick().now_or_never().is_none()
+            || loop_state.breaker_check.tick().now_or_never().is_none()
         {
             return None;
         }
@@ -348,15 +353,20 @@ impl Pipeline {
     /// now, and records it; until the record is written (the database
     /// refused it, say), the database's "not held" is no resume, and the
     /// write is tried again at each check.
-    async fn hold_for_operator(&self, why: &str, opened: bool, poll: &mut Poll) {
+    async fn hold_for_operator(&self, why: &str, opened: bool, loop_state: &mut LoopState) {
         let mut recorded = !opened || self.record_breaker(why).await;
         BreakerHeld::Held { why }.emit(&self.metrics);
         self.pause_all();
-        let mut gone = Vec::new();
+        let mut revoked_meanwhile = Vec::new();
         loop {
-            self.wait_polling(BREAKER_CHECK_EVERY, &mut Batch::default(), poll, &mut gone)
-                .await;
-            if poll.stopping() {
+            self.wait_polling(
+                BREAKER_CHECK_EVERY,
+                &mut Batch::default(),
+                loop_state,
+                &mut revoked_meanwhile,
+            )
+            .await;
+            if loop_state.stopping() {
                 break;
             }
             if !recorded {
@@ -376,7 +386,7 @@ impl Pipeline {
             }
         }
         self.resume_all();
-        poll.breaker.reset();
+        loop_state.breaker.reset();
         BreakerHeld::Released.emit(&self.metrics);
     }
 

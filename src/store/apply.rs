@@ -307,7 +307,7 @@ impl BatchWriter {
             Some(connection) => connection,
             None => {
                 self.pool
-                    .answered(async { Ok(self.pool.acquire().await?) })
+                    .with_answer_deadline(async { Ok(self.pool.acquire().await?) })
                     .await?
             }
         };
@@ -315,7 +315,12 @@ impl BatchWriter {
         let sent = Instant::now();
         let result = self
             .pool
-            .answered(self.apply_alone(&mut connection, part.items(), partitions, trace_id))
+            .with_answer_deadline(self.apply_alone(
+                &mut connection,
+                part.items(),
+                partitions,
+                trace_id,
+            ))
             .await;
         let round_trip = sent.elapsed();
         if matches!(

@@ -30,7 +30,7 @@ pub async fn copies_owed(
     let topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
     let numbers: Vec<i32> = partitions.iter().map(|(_, p)| *p).collect();
     let rows = pool
-        .answered(async {
+        .with_answer_deadline(async {
             Ok(sqlx::query(OWED)
                 .bind(consumer)
                 .bind(&topics)
@@ -73,7 +73,7 @@ pub async fn copies_sent(pool: &DbPool, ids: &[i64]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
     }
-    pool.answered(async {
+    pool.with_answer_deadline(async {
         sqlx::query(SENT).bind(ids).execute(pool).await?;
         Ok(())
     })

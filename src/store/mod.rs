@@ -185,10 +185,13 @@ impl Inbox {
     /// Re-reads the dedup window from the database, and times the round
     /// trip to it.
     pub async fn refresh_window(&self) -> Result<DedupWindow, StoreError> {
-        let window = self.pool.answered(load_window(&self.pool)).await?;
+        let window = self
+            .pool
+            .with_answer_deadline(load_window(&self.pool))
+            .await?;
         self.window.read_now(window.clone());
         self.pool
-            .answered(self.round_trips.time(&self.pool))
+            .with_answer_deadline(self.round_trips.time(&self.pool))
             .await?;
         Ok(window)
     }

@@ -110,7 +110,7 @@ pub struct DbPool {
     /// pooling (none otherwise: the start-up packet carries them directly,
     /// and `begin` in transaction pooling).
     session_set: Option<String>,
-    /// The longest [`DbPool::answered`] waits for the database's answer: a
+    /// The longest [`DbPool::with_answer_deadline`] waits for the database's answer: a
     /// database that stops answering (packets swallowed, no reset) would
     /// otherwise hold a batch, and a shutdown, for as long as the kernel
     /// keeps the connection.
@@ -156,7 +156,7 @@ impl DbPool {
         }
     }
 
-    /// The longest a statement run through [`DbPool::answered`] waits for
+    /// The longest a statement run through [`DbPool::with_answer_deadline`] waits for
     /// the database's answer before it is given up as a transient failure
     /// (`database_timeout`): somewhat more than the server's own
     /// `statement_timeout`, which ends a statement that runs too long,
@@ -168,7 +168,7 @@ impl DbPool {
 
     /// `work` against the database, given up after
     /// [`DbPool::answer_within`].
-    pub async fn answered<T>(
+    pub async fn with_answer_deadline<T>(
         &self,
         work: impl std::future::Future<Output = Result<T, super::StoreError>>,
     ) -> Result<T, super::StoreError> {

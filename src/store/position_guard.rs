@@ -164,7 +164,7 @@ impl PositionGuard {
             .clone();
         let stored = self
             .pool
-            .answered(positions::read(
+            .with_answer_deadline(positions::read(
                 &self.pool,
                 &self.consumer,
                 keys,

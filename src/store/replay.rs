@@ -36,7 +36,7 @@ pub async fn replay(
     id: i64,
     by: &str,
 ) -> Result<ReplayOutcome, StoreError> {
-    let window = pool.answered(load_window(pool)).await?;
+    let window = pool.with_answer_deadline(load_window(pool)).await?;
     let mut tx = pool.begin().await?;
     let Some(row) = sqlx::query(LOCK_PARKED)
         .bind(id)
