@@ -344,10 +344,10 @@ pub async fn offsets_with(
         let timeout = Duration::from_secs(10);
         let consumer: &LookUpClient = &client;
         let mut list = TopicPartitionList::new();
-        for partition in partitions_of(&consumer, &topic, timeout)? {
+        for partition in partitions_of(consumer, &topic, timeout)? {
             list.add_partition(&topic, partition);
         }
-        let committed = committed_offsets(&consumer, list.clone(), timeout)?;
+        let committed = committed_offsets(consumer, list.clone(), timeout)?;
         let mut offsets = Vec::new();
         for element in list.elements() {
             let (earliest, end) =
