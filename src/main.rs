@@ -10,7 +10,7 @@ use inventory_inbox::service;
 use inventory_inbox::telemetry::Telemetry;
 
 /// mimalloc: with glibc's malloc about a third of the batch path's CPU
-/// went to malloc and free (docs/benchmarks.md#the-allocator).
+/// went to malloc and free (docs/benchmarks/2026-12-06.md#the-allocator).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

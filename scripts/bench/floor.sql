@@ -1,5 +1,5 @@
 -- The floor of the batch statement (`make bench`, SPEC §19,
--- docs/benchmarks.md#the-floor): the rows the statement writes for one
+-- docs/benchmarks.md#the-floor-and-reading-the-figures): the rows the statement writes for one
 -- batch of 100 fresh events of the bench's mix, written bare, in one
 -- statement of its own transaction like the real one: the 100 ledger rows,
 -- their order lines, the aggregated per-SKU stock update and the

@@ -98,6 +98,36 @@ pub(crate) struct Console {
     actions: IntCounterVec,
     /// A replay of a group too large for a request, running beside them.
     group_replays: group_replay::GroupReplays,
+    /// The client of Kafka's look-ups, kept across requests (see
+    /// [`cluster::LookUpClient`]); made again after one fails.
+    look_up: Kept<cluster::LookUpClient>,
+}
+
+/// A value made at its first use and kept, until forgotten.
+struct Kept<T>(std::sync::Mutex<Option<Arc<T>>>);
+
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept(std::sync::Mutex::new(None))
+    }
+}
+
+impl<T> Kept<T> {
+    /// The kept value, or a new one `make` gives (kept when it is one).
+    fn get_or_make<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E> {
+        let mut kept = self.0.lock().expect("kept value lock");
+        if let Some(value) = kept.as_ref() {
+            return Ok(value.clone());
+        }
+        let value = Arc::new(make()?);
+        *kept = Some(value.clone());
+        Ok(value)
+    }
+
+    /// The next use makes a new value.
+    fn forget(&self) {
+        *self.0.lock().expect("kept value lock") = None;
+    }
 }
 
 /// Serves the console on INBOX_CONSOLE_ADDR until SIGTERM or SIGINT.
@@ -130,6 +160,7 @@ pub async fn run(args: ConsoleArgs) -> Result<(), ConsoleError> {
         registry,
         actions,
         group_replays: group_replay::GroupReplays::default(),
+        look_up: Kept::default(),
     });
     let address = args.inbox_console_addr;
     let listener = TcpListener::bind(address)
@@ -401,24 +432,44 @@ impl Console {
     }
 
     async fn kafka_offsets(&self) -> Result<Vec<cluster::PartitionOffsets>, String> {
-        within(
-            &format!("Kafka ({})", self.kafka.bootstrap_servers),
-            cluster::kafka_offsets(&self.kafka, &self.group, &self.topic),
-        )
-        .await
+        let what = format!("Kafka ({})", self.kafka.bootstrap_servers);
+        let client = self
+            .look_up_client()
+            .map_err(|why| format!("{what}: {why}"))?;
+        let offsets = within(&what, cluster::offsets_with(client, &self.topic)).await;
+        if offsets.is_err() {
+            self.forget_look_up_client();
+        }
+        offsets
+    }
+
+    async fn group_members(&self) -> Result<(String, Vec<cluster::GroupMember>), String> {
+        let client = self
+            .look_up_client()
+            .map_err(|why| format!("Kafka group: {why}"))?;
+        let members = within("Kafka group", cluster::members_with(client, &self.group)).await;
+        if members.is_err() {
+            self.forget_look_up_client();
+        }
+        members
+    }
+
+    /// The kept client of Kafka's look-ups, made at the first.
+    fn look_up_client(&self) -> Result<Arc<cluster::LookUpClient>, cluster::ClusterError> {
+        self.look_up
+            .get_or_make(|| cluster::look_up_client(&self.kafka, &self.group))
+    }
+
+    /// After a look-up that failed: the next one makes a new client.
+    fn forget_look_up_client(&self) {
+        self.look_up.forget();
     }
 }
 
 async fn overview(console: &Console) -> maud::Markup {
     let db = console.database().await;
     let consumer = console.consumer.as_str();
-    let (offsets, group) = tokio::join!(
-        console.kafka_offsets(),
-        within(
-            "Kafka group",
-            cluster::group_members(&console.kafka, &console.group)
-        )
-    );
+    let (offsets, group) = tokio::join!(console.kafka_offsets(), console.group_members());
     let (stored, breaker, rates, unfiltered, maintenance) = match &db {
         Ok(pool) => {
             tokio::join!(
@@ -977,6 +1028,30 @@ async fn breaker_resume(
 
 #[cfg(test)]
 mod tests {
+
+    /// The console's Kafka client is made once and kept across requests
+    /// (a new one per request stalled the overview about a second at
+    /// times); after a failed look-up the next makes a new one.
+    #[test]
+    fn the_look_up_client_is_made_once_and_kept_until_forgotten() {
+        let kept: Kept<u32> = Kept::default();
+        let made = std::cell::Cell::new(0);
+        let make = || -> Result<u32, ()> {
+            made.set(made.get() + 1);
+            Ok(made.get())
+        };
+        let first = kept.get_or_make(make).unwrap();
+        let again = kept.get_or_make(make).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(made.get(), 1);
+        kept.forget();
+        assert_eq!(*kept.get_or_make(make).unwrap(), 2);
+        // A make that fails keeps nothing.
+        kept.forget();
+        assert!(kept.get_or_make(|| Err::<u32, ()>(())).is_err());
+        assert_eq!(*kept.get_or_make(make).unwrap(), 3);
+    }
+
     use super::*;
 
     #[test]

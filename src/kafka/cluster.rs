@@ -3,6 +3,7 @@
 //! retention and id, a partition's offsets, one record. Each makes a client
 //! of its own, used once; none joins the group or commits.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -316,17 +317,37 @@ pub async fn kafka_offsets(
     group: &str,
     topic: &str,
 ) -> Result<Vec<PartitionOffsets>, ClusterError> {
-    let config = settings.consumer_config(group);
-    let context = AccessContext::new(settings);
+    offsets_with(Arc::new(look_up_client(settings, group)?), topic).await
+}
+
+/// A client of the cluster for look-ups: of the group, it never joins it
+/// nor commits. One kept across look-ups (the console's) keeps its
+/// connections, the topic's metadata and the group's coordinator, which a
+/// new client finds again each time (a second, at times: the coordinator
+/// is asked again on a timer).
+pub type LookUpClient = BaseConsumer<AccessContext>;
+
+/// A new [`LookUpClient`] of `group`.
+pub fn look_up_client(settings: &KafkaSettings, group: &str) -> Result<LookUpClient, ClusterError> {
+    Ok(settings
+        .consumer_config(group)
+        .create_with_context(AccessContext::new(settings))?)
+}
+
+/// [`kafka_offsets`] through `client`.
+pub async fn offsets_with(
+    client: Arc<LookUpClient>,
+    topic: &str,
+) -> Result<Vec<PartitionOffsets>, ClusterError> {
     let topic = topic.to_owned();
     tokio::task::spawn_blocking(move || {
         let timeout = Duration::from_secs(10);
-        let consumer: BaseConsumer<AccessContext> = config.create_with_context(context)?;
+        let consumer: &LookUpClient = &client;
         let mut list = TopicPartitionList::new();
-        for partition in partitions_of(&consumer, &topic, timeout)? {
+        for partition in partitions_of(consumer, &topic, timeout)? {
             list.add_partition(&topic, partition);
         }
-        let committed = committed_offsets(&consumer, list.clone(), timeout)?;
+        let committed = committed_offsets(consumer, list.clone(), timeout)?;
         let mut offsets = Vec::new();
         for element in list.elements() {
             let (earliest, end) =
@@ -473,11 +494,17 @@ pub async fn group_members(
     settings: &KafkaSettings,
     group: &str,
 ) -> Result<(String, Vec<GroupMember>), ClusterError> {
-    let config = settings.consumer_config(group);
+    members_with(Arc::new(look_up_client(settings, group)?), group).await
+}
+
+/// [`group_members`] through `client`.
+pub async fn members_with(
+    client: Arc<LookUpClient>,
+    group: &str,
+) -> Result<(String, Vec<GroupMember>), ClusterError> {
     let group = group.to_owned();
     tokio::task::spawn_blocking(move || {
-        let consumer: BaseConsumer = config.create()?;
-        let list = consumer.fetch_group_list(Some(&group), Duration::from_secs(10))?;
+        let list = client.fetch_group_list(Some(&group), Duration::from_secs(10))?;
         let Some(described) = list.groups().iter().find(|g| g.name() == group) else {
             return Ok(("Dead".to_owned(), Vec::new()));
         };
