@@ -489,15 +489,8 @@ pub struct GroupMember {
 }
 
 /// The group's state (`Stable`, `Empty`, …) and its members, as the
-/// coordinator describes it (a client of the group that never joins it).
-pub async fn group_members(
-    settings: &KafkaSettings,
-    group: &str,
-) -> Result<(String, Vec<GroupMember>), ClusterError> {
-    members_with(Arc::new(look_up_client(settings, group)?), group).await
-}
-
-/// [`group_members`] through `client`.
+/// coordinator describes it, through `client` (of the group, it never joins
+/// it).
 pub async fn members_with(
     client: Arc<LookUpClient>,
     group: &str,
