@@ -6,8 +6,18 @@
 
 use chrono::{DateTime, Utc};
 
-use super::schema::MaintainReport;
 use super::{DbPool, StoreError};
+
+/// What one maintenance run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintainReport {
+    /// False when another instance held the maintenance lock.
+    pub locked: bool,
+    pub created: i32,
+    pub dropped: i32,
+    pub parked_deleted: i32,
+    pub payloads_cleared: i32,
+}
 
 const BEGUN: &str = include_str!("../../sql/maintenance_begun.sql");
 const ENDED: &str = include_str!("../../sql/maintenance_ended.sql");

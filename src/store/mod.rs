@@ -58,7 +58,8 @@ pub use dlq::{copies_owed, copies_sent};
 pub use error::{RetryReason, StoreError};
 pub use filter::{build_next_filter, unfiltered_days, FilterBuilt};
 pub use maintenance_runs::{
-    maintenance_runs, MaintenanceRun, MaintenanceTrigger, RUNS_KEPT as MAINTENANCE_RUNS_KEPT,
+    maintenance_runs, MaintainReport, MaintenanceRun, MaintenanceTrigger,
+    RUNS_KEPT as MAINTENANCE_RUNS_KEPT,
 };
 pub use outcomes::{flush_outcomes, outcomes_by_minute, OutcomeMinute, OutcomeTally};
 pub use pooler::{DbPool, Pooler};
@@ -71,7 +72,7 @@ pub use replay::{
 pub use round_trips::RoundTrips;
 pub use schema::{
     check_schema, compact, connect, connect_lazy, load_window, maintain, migrate, register_codes,
-    retention, CompactReport, Connection, MaintainReport, Retention, PREMAKE_DAYS,
+    retention, CompactReport, Connection, Retention, PREMAKE_DAYS,
 };
 pub use window_cache::WindowCache;
 

@@ -12,7 +12,7 @@ use sqlx::{Connection as _, Row};
 
 use crate::window::DedupWindow;
 
-use super::maintenance_runs::{self, MaintenanceTrigger};
+use super::maintenance_runs::{self, MaintainReport, MaintenanceTrigger};
 use super::pooler::{DbPool, Limits, Pooler};
 use super::StoreError;
 
@@ -186,17 +186,6 @@ pub async fn check_schema(pool: &DbPool) -> Result<(), StoreError> {
         ))),
         Some(_) => Ok(()),
     }
-}
-
-/// What one maintenance run did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MaintainReport {
-    /// False when another instance held the maintenance lock.
-    pub locked: bool,
-    pub created: i32,
-    pub dropped: i32,
-    pub parked_deleted: i32,
-    pub payloads_cleared: i32,
 }
 
 /// Creates partitions ahead, then drops those older than the retention,
