@@ -53,14 +53,4 @@ if [[ "$written" != "$((batches * 100))" ]]; then
     echo "bench-ceiling: the floor wrote $written ledger rows, not $((batches * 100))" >&2
     exit 1
 fi
-python3 - "$out" "$batches" <<'PY'
-import json, re, sys
-from pathlib import Path
-out, batches = Path(sys.argv[1]), int(sys.argv[2])
-tps = float(re.search(r"tps = ([0-9.]+)", (out / "floor.pgbench.txt").read_text()).group(1))
-floor = {"events": batches * 100, "batch_size": 100, "events_per_second": tps * 100,
-         "source": "scripts/bench/floor.sql, pgbench -M prepared -c 1"}
-(out / "floor.json").write_text(json.dumps(floor, indent=2))
-ceiling = json.loads((out / "db_ceiling.json").read_text())["events_per_second"]
-print(f"floor: {floor['events_per_second']:,.0f} events/s; ceiling / floor: {ceiling / floor['events_per_second']:.2f}")
-PY
+"$BIN/inbox-loadgen" table floor "$out" "$batches"

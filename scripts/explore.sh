@@ -50,7 +50,6 @@ scripts/services.sh up --brokers "$brokers"
 scripts/services.sh prune
 trap 'scripts/db-pair.sh down >/dev/null 2>&1 || true' EXIT
 mkdir -p "$out"
-rows=()
 failed=0
 for seed in "${seeds[@]}"; do
     run_id="lt_explore_${seed}_$(date +%Y%m%d%H%M%S)"
@@ -98,29 +97,11 @@ for seed in "${seeds[@]}"; do
         failed=1
         tail -n 20 "$dir/explore.err" >&2
     fi
-    rows+=("$(python3 - "$dir/report.json" "$seed" "$result" "$took" <<'PY'
-import json, sys
-path, seed, result, took = sys.argv[1:]
-try:
-    r = json.load(open(path))
-except (OSError, ValueError):
-    print(f"| {seed} | | | | | | | {result} | {took} s |")
-    sys.exit()
-faults = ", ".join(f"{k} {v}" for k, v in sorted(r["fault_counts"].items()))
-print(f"| {seed} | {r['protocol']}, {r['members']} {'static' if r['static_members'] else 'dynamic'} "
-      f"| {len(r['faults'])} | {faults} | {r['records']} | {r['applied']} | "
-      f"{len(r['member_restarts'])} | {len(r['differences'])} | {result} | {took} s |")
-PY
-)")
+    printf '%s\n%s\n' "$result" "$took" >"$dir/result.txt"
     scripts/db-pair.sh down >/dev/null 2>&1 || true
 done
 
-{
-    echo "\`make explore\` of $(date -u +%Y-%m-%d) ($seconds s at $rate/s per seed, $brokers broker(s)):"
-    echo
-    echo "| seed | group | faults | of which | records | events applied | member restarts | differences | result | time |"
-    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    printf '%s\n' "${rows[@]}"
-} >"$out/table.md"
+"$BIN/inbox-loadgen" table explore "$out" --seconds "$seconds" --rate "$rate" \
+    --brokers "$brokers" "${seeds[@]}" >"$out/table.md" || failed=1
 cat "$out/table.md"
 exit "$failed"

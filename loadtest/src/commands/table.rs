@@ -2,7 +2,7 @@
 //! the reports their runs wrote ([`crate::output::tables`]): reads the
 //! folder, writes the gathered JSON beside it, prints the table. Exits 1
 //! when the table's verdict fails (a run not reconciled; for `soak`, also
-//! a size that did not level off).
+//! a size that did not level off; for `explore`, a seed not `ok`).
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +50,28 @@ enum Kind {
         /// The events of history the history database holds.
         history_events: i64,
         rounds: usize,
+    },
+    /// `make explore`: one row per seed from OUT/SEED/{result.txt,
+    /// report.json} into OUT/explore.json, as a Markdown table.
+    Explore {
+        out: PathBuf,
+        /// Each seed's seconds of load, its rate and the brokers, for the
+        /// table's first line.
+        #[arg(long)]
+        seconds: u64,
+        #[arg(long)]
+        rate: u64,
+        #[arg(long)]
+        brokers: u64,
+        /// The seeds, in the order run (a space-separated list is split).
+        seeds: Vec<String>,
+    },
+    /// `make bench-ceiling`'s floor: pgbench's OUT/floor.pgbench.txt into
+    /// OUT/floor.json, beside OUT/db_ceiling.json.
+    Floor {
+        out: PathBuf,
+        /// The floor's transactions (batches of 100).
+        batches: u64,
     },
     /// `make soak`: samples.txt, maintain.log and day_N.json in OUT into
     /// OUT/soak.json, as two Markdown tables.
@@ -100,6 +122,34 @@ pub fn table(args: TableArgs) -> Result<bool> {
         } => {
             let table = tables::scale::table(&out, history_events, rounds)?;
             (table, out.join("scale.json"))
+        }
+        Kind::Explore {
+            out,
+            seconds,
+            rate,
+            brokers,
+            seeds,
+        } => {
+            let run = tables::explore::Run {
+                date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+                seconds,
+                rate,
+                brokers,
+            };
+            let seeds: Vec<(String, PathBuf)> = words(&seeds)
+                .into_iter()
+                .map(|seed| {
+                    let folder = out.join(&seed);
+                    (seed, folder)
+                })
+                .collect();
+            (
+                tables::explore::table(&run, &seeds)?,
+                out.join("explore.json"),
+            )
+        }
+        Kind::Floor { out, batches } => {
+            (tables::floor::table(&out, batches)?, out.join("floor.json"))
         }
         Kind::Soak {
             out,

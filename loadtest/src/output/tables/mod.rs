@@ -1,6 +1,7 @@
 //! The tables of the benchmark scripts (`make bench`, `bench-network`,
-//! `bench-scale`, `soak`): each gathers the JSON reports its script's runs
-//! wrote into one JSON file, prints one table, and gives the verdict the
+//! `bench-scale`, `soak`, `explore`, the floor of `bench-ceiling`): each
+//! gathers the JSON reports its script's runs wrote into one JSON file,
+//! prints one table, and gives the verdict the
 //! script exits with. Pure: the reports come in through [`Files`], the
 //! outcome goes out as a [`Table`]; `commands::table` reads and writes.
 //!
@@ -9,6 +10,8 @@
 //! reads like those in docs/benchmarks.md.
 
 pub mod bench;
+pub mod explore;
+pub mod floor;
 pub mod network;
 pub mod scale;
 pub mod soak;
