@@ -477,7 +477,8 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub batch_max_records: u32,
 
-    /// How long a batch waits for more records after its first one.
+    /// How long a batch waits for more records after its first one, at
+    /// most: it goes sooner when Kafka brought nothing for a tenth of it.
     #[arg(long, env = "BATCH_LINGER_MS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub batch_linger_ms: u64,

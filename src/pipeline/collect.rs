@@ -22,9 +22,20 @@ use super::{drop_partitions, Event, Held, LoopState, Pipeline};
 /// The longest a check of a topic's id waits for the broker.
 const TOPIC_ID_WAIT: Duration = Duration::from_secs(5);
 
+/// How long a lingering round waits for Kafka's next record before it
+/// goes: a tenth of the linger. Records come in fetches, back to back; a
+/// pause of this length says the next fetch is not near, and waiting out
+/// the linger would add its time to every record of the round for a few
+/// more records at most (at 1,400/s and a database 2 ms away: p95 13.3–13.6
+/// ms with the whole linger against 11.1–11.5 ms, in fewer transactions).
+pub(super) fn quiet_after(linger: Duration) -> Duration {
+    linger / 10
+}
+
 impl Pipeline {
-    /// Waits for the first record, then gathers up to `max_records` per lane
-    /// or until `linger` after the first. `None` when the loop stops (a
+    /// Waits for the first record, then gathers up to `max_records` per lane,
+    /// until `linger` after the first, or until Kafka brought nothing for
+    /// a tenth of it ([`quiet_after`]). `None` when the loop stops (a
     /// shutdown or a fatal client error) before any record. Meanwhile,
     /// every `recommit` tick, sends the offsets Kafka has not confirmed
     /// again.
@@ -44,6 +55,7 @@ impl Pipeline {
         // gathers what Kafka brings within the linger, rather than going
         // with a few records.
         let mut behind = false;
+        let mut quiet_until: Option<tokio::time::Instant> = None;
         if loop_state.upkeep.tick().now_or_never().is_some() {
             self.upkeep(&mut records, loop_state).await;
         }
@@ -60,7 +72,10 @@ impl Pipeline {
                     None => {
                         let wait_until = async {
                             match deadline {
-                                Some(at) => tokio::time::sleep_until(at).await,
+                                Some(at) => {
+                                    tokio::time::sleep_until(quiet_until.map_or(at, |q| q.min(at)))
+                                        .await
+                                }
                                 None => std::future::pending().await,
                             }
                         };
@@ -88,7 +103,11 @@ impl Pipeline {
                 self.received(message, loop_state)
             };
             match polled {
-                Some(record) => records.push(record),
+                Some(record) => {
+                    records.push(record);
+                    quiet_until =
+                        Some(tokio::time::Instant::now() + quiet_after(self.settings.linger));
+                }
                 None if loop_state.failed() => break,
                 None => continue,
             }

@@ -2,8 +2,9 @@
 //! batch), then commit its offsets.
 //!
 //! ```text
-//! recv ──> round (≤ max records per lane, ≤ linger after the first)
-//!   ^          ──> batches of distinct partitions, classified once (Batch)
+//! recv ──> round (≤ max records per lane, ≤ linger after the first,
+//!   ^        sooner once Kafka is quiet for a tenth of the linger)
+//!   |          ──> batches of distinct partitions, classified once (Batch)
 //!   |                 ──> Inbox::apply (one tx each; a retry applies the same Batch)
 //!   |                                                       │ COMMIT
 //!   └──── commit its offsets (async) <── CommittedOffsets <─┘
@@ -85,7 +86,8 @@ pub struct BatchSettings {
     /// Records per transaction.
     pub max_records: usize,
     /// How long a round waits for more records after its first, when the
-    /// consumer was idle.
+    /// consumer was idle; it goes sooner when no record came for a tenth
+    /// of this (`collect::quiet_after`).
     pub linger: Duration,
     /// Batches of distinct partitions applied concurrently (one connection
     /// each); a partition's records are in one batch of a round, and rounds
