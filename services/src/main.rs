@@ -370,12 +370,7 @@ impl Kafka {
     }
 
     fn up(&mut self, brokers: u16, version: &str, libs: &Path, fresh: bool) -> Result<()> {
-        self.use_version(version, libs)?;
-        if fresh {
-            self.stop_all()?;
-            self.wipe(false);
-        }
-        self.resize(brokers)?;
+        self.use_data_of(version, brokers, libs, fresh)?;
         write(&self.dir.join("admin.properties"), ADMIN_SETTINGS)?;
         for node in &self.nodes {
             let header = format!(
@@ -421,17 +416,22 @@ impl Kafka {
         Ok(())
     }
 
-    /// Data another version formatted is wiped (each version keeps to the
-    /// formats it wrote itself; topics are created again); `libs` links to
-    /// the version's jars (a broker running on others is stopped first).
-    fn use_version(&mut self, want: &str, libs: &Path) -> Result<()> {
-        let had = self.version();
-        if had != want {
-            if self.running() || self.dir.join("data").exists() {
-                log!("kafka goes from {had} to {want}: wiping the data {had} wrote (topics are created again)");
+    /// The data is of one version and one node count: another version
+    /// (each keeps to the formats it wrote itself) or count (another
+    /// cluster) wipes it, as `fresh` does, and the topics are created
+    /// again. `libs` links to the version's jars (a broker running on
+    /// others is stopped first).
+    fn use_data_of(&mut self, version: &str, size: u16, libs: &Path, fresh: bool) -> Result<()> {
+        let (had, had_size) = (self.version(), self.nodes.len());
+        if fresh || had != version || had_size != usize::from(size) {
+            if !fresh && (self.running() || self.dir.join("data").exists()) {
+                log!("kafka goes from {had} on {had_size} node(s) to {version} on {size}: wiping its local data (topics are created again)");
             }
             self.stop_all()?;
-            self.wipe(false);
+            remove(&self.dir.join("data"));
+            for id in 2..=3 {
+                remove(&self.dir.join(format!("node-{id}")));
+            }
         }
         if std::fs::read_link(self.libs()).ok().as_deref() != Some(libs) {
             if self.running() {
@@ -443,29 +443,9 @@ impl Kafka {
                 .and_then(|()| std::os::unix::fs::symlink(libs, self.libs()))
                 .map_err(|e| format!("link {}: {e}", self.libs().display()))?;
         }
-        write(&self.dir.join("version"), &format!("{want}\n"))
-    }
-
-    /// Removes the data of every node (`nodes`: the nodes' whole directories).
-    fn wipe(&self, nodes: bool) {
-        remove(&self.dir.join("data"));
-        for id in 2..=3 {
-            let node = self.dir.join(format!("node-{id}"));
-            remove(&if nodes { node } else { node.join("data") });
-        }
-    }
-
-    /// Another count than the data was formatted for makes a new cluster:
-    /// the data goes.
-    fn resize(&mut self, want: u16) -> Result<()> {
-        let had = self.nodes.len();
-        if usize::from(want) != had {
-            log!("kafka goes from {had} to {want} nodes: wiping its local data (topics are created again)");
-            self.stop_all()?;
-            self.wipe(true);
-        }
-        write(&self.dir.join("brokers"), &format!("{want}\n"))?;
-        self.resize_to(want);
+        write(&self.dir.join("version"), &format!("{version}\n"))?;
+        write(&self.dir.join("brokers"), &format!("{size}\n"))?;
+        self.resize_to(size);
         Ok(())
     }
 
