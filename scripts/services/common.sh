@@ -28,8 +28,10 @@ lock() {
 }
 
 # inbox-services (services/), built when missing or older than its sources;
-# run with fd 9 (the lock) closed.
-SERVICES_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/inbox-services"
+# run with fd 9 (the lock) closed. cargo reads a relative CARGO_TARGET_DIR
+# from the directory it runs in: here, the checkout.
+SERVICES_BIN="${CARGO_TARGET_DIR:-target}/release/inbox-services"
+[[ $SERVICES_BIN == /* ]] || SERVICES_BIN="$REPO/$SERVICES_BIN"
 services() {
     if [[ ! -x $SERVICES_BIN ]] || [[ -n $(find "$REPO/services" "$REPO/Cargo.lock" -newer "$SERVICES_BIN" -print -quit) ]]; then
         (cd "$REPO" && cargo build --release --quiet -p inbox-services) || die "could not build inbox-services"
