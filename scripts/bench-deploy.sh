@@ -73,15 +73,13 @@ run_id="deploy_$(date +%Y%m%d%H%M%S)_$$"
 
 # shellcheck source=services/common.sh
 source scripts/services/common.sh
-# shellcheck source=services/kafka.sh
-source scripts/services/kafka.sh
 variant_flags=()
 for variant in "${variants[@]}"; do
     words=()
     for word in $variant; do
         if [[ $word == group:* ]]; then
-            kafka_tool kafka.admin.ConfigCommand --bootstrap-server "$KAFKA_BOOTSTRAP" \
-                --command-config "$KAFKA_ADMIN_CONFIG" --alter --entity-type groups \
+            services kafka tool kafka.admin.ConfigCommand --bootstrap-server "$(services kafka bootstrap)" \
+                --command-config "$LOCAL/kafka/admin.properties" --alter --entity-type groups \
                 --entity-name "$run_id-${variant%% *}" --add-config "${word#group:}" >/dev/null
         else
             words+=("$word")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make compat: the core acceptance against each pinned Kafka version
-# (services/kafka.sh KAFKA_VERSIONS), one version after the other, and the
+# (services/common.sh KAFKA_VERSIONS), one version after the other, and the
 # table of docs/deploy.md#kafka-versions.
 #
 # Each version gets a fresh single-node KRaft broker of its own in
@@ -54,31 +54,23 @@ has_consumer_protocol() {
     ((${1%%.*} >= 4))
 }
 
-# services/kafka.sh for VERSION's broker; its globals are per version, so
-# the callers run in subshells.
+# VERSION's broker in a directory and on a port of its own.
 compat_kafka() {
-    # shellcheck disable=SC2030,SC2031 # read by kafka.sh as it is sourced
-    SERVICES_KAFKA_DIR="$COMPAT_DIR/kafka-$1" SERVICES_KAFKA_PORT=$COMPAT_KAFKA_PORT
-    source "$SERVICES_DIR/kafka.sh"
+    SERVICES_KAFKA_DIR="$COMPAT_DIR/kafka-$1" SERVICES_KAFKA_PORT=$COMPAT_KAFKA_PORT services kafka "${@:2}"
 }
 
 # Starts VERSION's broker on COMPAT_KAFKA_PORT on fresh data; prints its jars'
 # directory.
-compat_broker_up() (
-    compat_kafka "$1"
-    kafka_stop
-    kafka_use_version "$1"
-    rm -rf "$KAFKA_DATA"
-    kafka_resize 1
-    kafka_write_config
-    kafka_start_node >&2
-    echo "$KAFKA_LIBS"
-)
+compat_broker_up() {
+    local libs
+    libs=$(kafka_jars "$1")
+    compat_kafka "$1" up 1 "$1" "$libs" --fresh >&2
+    echo "$libs"
+}
 
-compat_broker_down() (
-    compat_kafka "$1"
-    kafka_stop
-)
+compat_broker_down() {
+    compat_kafka "$1" down
+}
 
 # One cell per test file from a cargo test log: "N/N", "N/N (+K not run)",
 # or "N passed, M failed"; "—" for a file that did not run.
@@ -173,7 +165,7 @@ main() {
     ALL_VERSIONS=0
     if ((${#versions[@]} == 0)); then
         ALL_VERSIONS=1
-        read -ra versions <<<"$(source "$SERVICES_DIR/kafka.sh"; echo "${KAFKA_VERSIONS[@]}")"
+        versions=("${KAFKA_VERSIONS[@]}")
     fi
     mkdir -p "$COMPAT_DIR"
     exec 8>"$COMPAT_DIR/.lock"

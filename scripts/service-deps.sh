@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # What the local services need on a fresh machine, installed idempotently
 # (quick when everything is there): PostgreSQL 15, Java, Maven and kcat from
-# Debian's packages (Kafka's jars are fetched by services/kafka.sh, per
+# Debian's packages (Kafka's jars are fetched by services/common.sh, per
 # version). Run by `scripts/services.sh up`, `make services-up` and
 # scripts/compat.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/services/common.sh"
-source "$SERVICES_DIR/postgres.sh"
 
 APT_UPDATED=0
 apt_install() {

@@ -33,9 +33,11 @@
 #   bootstrap  print the bootstrap servers (every node of the cluster).
 #
 # Run as root (it installs Debian packages and runs PostgreSQL as `postgres`).
-# The services themselves are in scripts/services/ (postgres.sh, kafka.sh,
-# with their configuration templates, which the tests' private servers read
-# too); what they need is installed by scripts/service-deps.sh.
+# What the services need is installed by scripts/service-deps.sh and
+# Kafka's jars are fetched here; the daemons themselves are made, started,
+# stopped and waited for by the inbox-services binary (services/, built
+# on first use), which the tests' private servers use too, with the
+# configuration templates in scripts/services/.
 # Everything it generates is under <repo>/.local/ (ignored by git):
 #   .local/pg/{data,run,postgres.log}                PostgreSQL cluster, socket, log
 #   .local/kafka/{libs,data,server.properties,...}   link to the version's jars, node 1's data, config, logs, pid
@@ -44,15 +46,10 @@
 #   .local/kafka/node-N/{data,server.properties,...} nodes 2 and 3 of a cluster
 set -euo pipefail
 HERE="$(dirname "${BASH_SOURCE[0]}")"
-# The caller's KAFKA_VERSION, before services/kafka.sh sets it to the
-# version that runs.
-ASKED_KAFKA_VERSION=${KAFKA_VERSION:-}
 source "$HERE/services/common.sh"
-source "$HERE/services/postgres.sh"
-source "$HERE/services/kafka.sh"
 
 cmd_up() {
-    local brokers=${KAFKA_BROKERS:-1} version=${ASKED_KAFKA_VERSION:-$KAFKA_DEFAULT_VERSION}
+    local brokers=${KAFKA_BROKERS:-1} version=${KAFKA_VERSION:-$KAFKA_DEFAULT_VERSION}
     while (($#)); do
         case $1 in
             --brokers) [[ $# -ge 2 ]] || die "--brokers needs a count (1 or 3)"; brokers=$2; shift 2 ;;
@@ -62,92 +59,61 @@ cmd_up() {
             *) die "up: unknown option $1 (usage: $0 up [--brokers 1|3] [--kafka-version V])" ;;
         esac
     done
+    [[ $brokers == 1 || $brokers == 3 ]] || die "--brokers (KAFKA_BROKERS) must be 1 or 3, got '$brokers'"
+    [[ " ${KAFKA_VERSIONS[*]} " == *" $version "* ]] ||
+        die "--kafka-version (KAFKA_VERSION) must be one of ${KAFKA_VERSIONS[*]}, got '$version'"
     ((EUID == 0)) || die "run as root (postgres is started as the postgres user)"
     lock
     # fd 9 closed: nothing the installs start may hold the lock (it stays
     # held here).
     "$HERE/service-deps.sh" 9>&-
-    pg_init
-    pg_start
-    pg_wait_ready
-    pg_apply_pending
-    pg_bootstrap
-    log "postgres ready on $PG_HOST:$PG_PORT (DATABASE_URL=postgres://$APP_ROLE:$APP_PASSWORD@$PG_HOST:$PG_PORT/$APP_DB)"
-
-    kafka_use_version "$version"
-    kafka_resize "$brokers"
-    local id
-    for ((id = 1; id <= KAFKA_SIZE; id++)); do
-        kafka_select "$id"
-        kafka_write_config
-    done
-    kafka_select 1
-    kafka_start
-    kafka_ensure_topics
-    log "kafka $KAFKA_VERSION ready on $KAFKA_BOOTSTRAP (node:pid $(kafka_pids))"
-}
-
-cmd_down() {
-    lock
-    kafka_stop_all
-    pg_stop
+    services postgres up
+    services kafka up "$brokers" "$version" "$(kafka_jars "$version")"
 }
 
 cmd_status() {
-    local down=0 pid
-    if pid=$(pg_pid) && "$PG_BIN/pg_isready" -q -h "$PG_HOST" -p "$PG_PORT"; then
-        echo "postgres: up (pid $pid, $PG_HOST:$PG_PORT, data $PG_DATA)"
-    elif pid=$(pg_pid); then
-        echo "postgres: starting or not answering (pid $pid)"
-        down=1
-    else
-        echo "postgres: down"
-        down=1
-    fi
-    local id name=kafka
-    for ((id = 1; id <= KAFKA_SIZE; id++)); do
-        kafka_select "$id"
-        ((KAFKA_SIZE > 1)) && name="kafka-$id"
-        if pid=$(kafka_pid) && port_open "$KAFKA_HOST" "$KAFKA_PORT"; then
-            printf '%-10s%s\n' "$name:" "up (Kafka $KAFKA_VERSION, pid $pid, $KAFKA_HOST:$KAFKA_PORT, data $KAFKA_DATA)"
-        elif pid=$(kafka_pid); then
-            printf '%-10s%s\n' "$name:" "starting or not answering (pid $pid)"
-            down=1
-        else
-            printf '%-10s%s\n' "$name:" "down"
-            down=1
-        fi
-    done
-    kafka_select 1
+    local down=0
+    services postgres status || down=1
+    services kafka status || down=1
     return "$down"
 }
 
-# Databases and topics that tests and benchmark runs create for themselves
-# (each a fresh name) and that a crash or an interrupted run leaves behind.
-# Hundreds of them make the broker and autovacuum work in the background and
-# every later measurement slower. Only run while no test or run is going on.
-# _sqlx_test_*: the store's in-process tests (#[sqlx::test]).
-RUN_DATABASES='^((inbox_test|never_migrated|lt|chaos|bench_ceiling|bench_floor)_|_sqlx_test_)'
-RUN_TOPICS='(orders_test|lt|chaos)_.*'
-
-cmd_prune() {
-    lock
-    pg_pid >/dev/null || die "postgres is not running (run: $0 up)"
-    kafka_running || die "kafka is not running (run: $0 up)"
-    local psql=("$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PG_SOCK" -p "$PG_PORT" -U postgres -d postgres)
-    local count
-    count=$("${psql[@]}" -c "SELECT count(*) FROM pg_database WHERE datname ~ '$RUN_DATABASES'") ||
-        die "could not list the run databases"
-    "${psql[@]}" >/dev/null <<SQL || die "could not drop the run databases"
-SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database
-WHERE datname ~ '$RUN_DATABASES'
-\\gexec
-SQL
-    log "dropped $count run databases"
-    if kafka_topics --list | grep -qE "^$RUN_TOPICS\$"; then
-        kafka_topics --delete --topic "$RUN_TOPICS" >/dev/null
+cmd_topic() {
+    local name=${1:-} partitions=${2:-12} have
+    [[ -n $name ]] || die "usage: $0 topic NAME [PARTITIONS]"
+    [[ $partitions =~ ^[1-9][0-9]*$ ]] || die "PARTITIONS must be a positive integer, got '$partitions'"
+    services kafka topic "$name" "$partitions"
+    # --if-not-exists keeps an existing topic as it is: say so when its
+    # partition count differs from the one asked for.
+    have=$(kcat -L -b "$(services kafka bootstrap)" -t "$name" -m 10 2>/dev/null |
+        sed -n 's/.* with \([0-9]*\) partitions:$/\1/p' | head -n1) || true
+    if [[ -n $have && $have != "$partitions" ]]; then
+        log "topic $name already existed with $have partitions (asked for $partitions); left as it is"
     fi
-    log "deleted the run topics"
+    echo "topic $name"
+}
+
+# kill-kafka [NODE]: NODE is a node id, leader:TOPIC (the node leading most
+# of the topic's partitions) or coordinator:GROUP (the group's coordinator).
+cmd_kill_kafka() {
+    local node=${1:-1} id=${1:-1}
+    lock
+    case $node in
+        leader:?*)
+            id=$(kcat -L -b "$(services kafka bootstrap)" -t "${node#leader:}" -m 10 2>/dev/null |
+                sed -n 's/^ *partition [0-9]*, leader \([0-9]*\),.*/\1/p' | sort | uniq -c |
+                sort -k1,1nr -k2,2n | awk 'NR == 1 {print $2}')
+            [[ -n $id ]] || die "no leader found for topic ${node#leader:}"
+            ;;
+        coordinator:?*)
+            id=$(services kafka tool org.apache.kafka.tools.consumer.group.ConsumerGroupCommand \
+                --bootstrap-server "$(services kafka bootstrap)" --command-config "$LOCAL/kafka/admin.properties" \
+                --describe --state --group "${node#coordinator:}" 2>/dev/null |
+                sed -n 's/.*:[0-9]* *(\([0-9]*\)).*/\1/p' | head -n1)
+            [[ -n $id ]] || die "no coordinator found for group ${node#coordinator:}"
+            ;;
+    esac
+    services kafka kill "$id"
 }
 
 main() {
@@ -155,13 +121,13 @@ main() {
     shift || true
     case $cmd in
         up) cmd_up "$@" ;;
-        down) cmd_down "$@" ;;
-        status) cmd_status "$@" ;;
+        down) lock; services kafka down; services postgres down ;;
+        status) cmd_status ;;
         topic) cmd_topic "$@" ;;
-        restart-postgres) cmd_restart_postgres "$@" ;;
+        restart-postgres) lock; services postgres restart ;;
         kill-kafka) cmd_kill_kafka "$@" ;;
-        prune) cmd_prune "$@" ;;
-        bootstrap) echo "$KAFKA_BOOTSTRAP" ;;
+        prune) lock; services postgres prune; services kafka prune ;;
+        bootstrap) services kafka bootstrap ;;
         *)
             echo "usage: $0 up [--brokers 1|3] [--kafka-version V] | down | status | topic NAME [PARTITIONS] | restart-postgres | kill-kafka [NODE] | prune | bootstrap" >&2
             exit 2

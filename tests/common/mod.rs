@@ -30,7 +30,7 @@ pub use {consumer::*, db::*, kafka::*, traffic::*};
 
 use std::future::Future;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -82,14 +82,6 @@ where
 /// A unique name for a test resource.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", Uuid::new_v4().simple())
-}
-
-/// A configuration template of the local services (`scripts/services/`),
-/// which the private servers read as `scripts/services.sh` does.
-pub fn services_template(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/services")
-        .join(name)
 }
 
 /// The service binary built by cargo for these tests.

@@ -2,19 +2,21 @@
 //! broker on 9092 serves every other test running in parallel and must never
 //! go down.
 //!
-//! It is the same Kafka as the shared one (the jars `scripts/services.sh up`
+//! It is the same Kafka as the shared one, from the same launcher
+//! (`inbox_services::kafka`) and jars (those `scripts/services.sh up`
 //! fetched into `.local/kafka/libs`): one KRaft node that is broker and
 //! controller (`start`), or a cluster of such nodes (`cluster`) with topics
 //! replicated to every node and `min.insync.replicas=2`, as production runs
-//! it. Each node has two free loopback ports and its data in a fresh
-//! directory. Dropping it kills every node and removes the directory.
+//! it. Each node has two free loopback ports and its own directory under a
+//! fresh one. Dropping it kills every node and removes the directory.
 //! Anything that keeps it from starting FAILS the test, it never skips.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::Duration;
 
+use inbox_services::kafka::{self, Launch, Node};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::metadata::Metadata;
@@ -27,20 +29,13 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// Partitions of `__consumer_offsets`: few, so that a coordinator loads fast.
 const OFFSETS_PARTITIONS: i32 = 3;
 
-/// One KRaft node (broker and controller), running or not.
-struct Node {
-    id: i32,
-    port: u16,
-    controller_port: u16,
-    process: Option<Child>,
-}
-
 /// A private broker or cluster.
 pub struct PrivateKafka {
-    /// Holds each node's `server-N.properties`, `data-N/` and `logs-N/`; removed
-    /// on drop.
+    /// Holds a directory per node (`node-N/`); removed on drop.
     dir: PathBuf,
     nodes: Vec<Node>,
+    /// The JVM of each running node, by position in `nodes`.
+    processes: Vec<Option<Child>>,
     /// What the test adds to the project's node settings.
     setup: Setup,
 }
@@ -57,11 +52,15 @@ pub struct Setup {
     pub listeners: Vec<(String, String, u16)>,
     pub format_args: Vec<String>,
     pub jvm_args: Vec<String>,
-    /// The node is killed when the thread that started it ends
-    /// (PR_SET_PDEATHSIG): a node shared by the tests of a binary, started
-    /// from a thread that lives as long as the binary, dies with it even
-    /// when the binary is killed.
+    /// The node is killed when the thread that started it ends: a node
+    /// shared by the tests of a binary, started from a thread that lives as
+    /// long as the binary, dies with it even when the binary is killed.
     pub dies_with_thread: bool,
+}
+
+/// What the launcher said when it failed: the test fails with it.
+fn must<T>(outcome: inbox_services::Result<T>) -> T {
+    outcome.unwrap_or_else(|error| panic!("private Kafka: {error}"))
 }
 
 impl PrivateKafka {
@@ -89,8 +88,8 @@ impl PrivateKafka {
         PrivateKafka::build(1, setup)
     }
 
-    /// `size` nodes, each broker and controller (a static quorum of all of
-    /// them); topics get replication `size` and `min.insync.replicas` 2 (1
+    /// `size` nodes, each broker and controller (more than one: a static
+    /// quorum of all of them); topics get replication `size` and `min.insync.replicas` 2 (1
     /// for a single node). Returns when every node serves metadata.
     pub fn cluster(size: i32) -> PrivateKafka {
         PrivateKafka::build(size, Setup::default())
@@ -105,36 +104,41 @@ impl PrivateKafka {
         );
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("inbox-kafka-{}", Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).expect("private kafka dir");
-        let nodes = (1..=size)
+        let nodes: Vec<Node> = (1..=size as u32)
             .map(|id| Node {
                 id,
                 port: free_port(),
                 controller_port: free_port(),
-                process: None,
+                dir: dir.join(format!("node-{id}")),
             })
             .collect();
-        let mut kafka = PrivateKafka { dir, nodes, setup };
-        let cluster_id = cluster_id();
-        for id in kafka.ids() {
-            kafka.write_config(id);
+        let processes = nodes.iter().map(|_| None).collect();
+        let mut kafka = PrivateKafka {
+            dir,
+            nodes,
+            processes,
+            setup,
+        };
+        let cluster_id = must(kafka::new_cluster_id());
+        for node in &kafka.nodes {
+            must(node.write_config(&kafka.settings(node)));
         }
         // Each format is a JVM of its own: run them side by side.
         let formats: Vec<_> = kafka
-            .ids()
-            .into_iter()
-            .map(|id| kafka.format(id, &cluster_id))
+            .nodes
+            .iter()
+            .map(|node| {
+                let format = node.format(
+                    &libs,
+                    &cluster_id,
+                    kafka.nodes.len(),
+                    &kafka.setup.format_args,
+                );
+                must(format)
+            })
             .collect();
-        for (id, format) in kafka.ids().into_iter().zip(formats) {
-            let output = format
-                .wait_with_output()
-                .expect("run kafka.tools.StorageTool");
-            assert!(
-                output.status.success(),
-                "formatting node {id}'s storage failed: {}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
+        for (node, format) in kafka.nodes.iter().zip(formats) {
+            must(kafka::finish(format, node));
         }
         for id in kafka.ids() {
             kafka.spawn(id);
@@ -145,7 +149,7 @@ impl PrivateKafka {
 
     /// The node ids, 1..=size.
     pub fn ids(&self) -> Vec<i32> {
-        self.nodes.iter().map(|node| node.id).collect()
+        self.nodes.iter().map(|node| node.id as i32).collect()
     }
 
     /// The bootstrap servers: every node.
@@ -169,7 +173,9 @@ impl PrivateKafka {
 
     /// Crash: SIGKILL, no shutdown of any kind, then reap the process.
     pub fn kill_node(&mut self, id: i32) {
-        let mut process = self.node(id).process.take().expect("the node is running");
+        let mut process = self.processes[id as usize - 1]
+            .take()
+            .expect("the node is running");
         process.kill().expect("kill -9 the node");
         let status = process.wait().expect("reap the node");
         assert_eq!(
@@ -182,7 +188,9 @@ impl PrivateKafka {
     /// A controlled shutdown (SIGTERM): the node hands its leaderships over
     /// before it exits. Waits for the exit.
     pub fn stop_node(&mut self, id: i32) {
-        let mut process = self.node(id).process.take().expect("the node is running");
+        let mut process = self.processes[id as usize - 1]
+            .take()
+            .expect("the node is running");
         // SAFETY: kill(2) on the pid of a child this struct still owns.
         unsafe { libc::kill(process.id() as i32, libc::SIGTERM) };
         let status = process.wait().expect("reap the node");
@@ -261,47 +269,29 @@ impl PrivateKafka {
     /// next node can go without taking the last in-sync copy with it.
     pub fn wait_in_sync(&self, topic: &str) {
         let replicas = self.nodes.len();
-        let started = Instant::now();
-        loop {
-            let metadata = self.metadata(None);
-            let in_sync = metadata
-                .topics()
-                .iter()
-                .filter(|t| t.name() == topic || t.name() == "__consumer_offsets")
-                .flat_map(|t| t.partitions())
-                .all(|p| p.leader() >= 0 && p.isr().len() == replicas);
-            if in_sync {
-                return;
-            }
-            assert!(
-                started.elapsed() < READY_TIMEOUT,
-                "replicas not back in sync within {READY_TIMEOUT:?}:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        self.must_wait(inbox_services::wait_until(
+            READY_TIMEOUT,
+            "replicas not back in sync",
+            || {
+                let metadata = self.metadata(None);
+                let mut partitions = metadata
+                    .topics()
+                    .iter()
+                    .filter(|t| t.name() == topic || t.name() == "__consumer_offsets")
+                    .flat_map(|t| t.partitions());
+                Ok(partitions.all(|p| p.leader() >= 0 && p.isr().len() == replicas))
+            },
+        ));
+    }
+
+    /// Fails the test, with the nodes' logs, when a wait failed.
+    fn must_wait(&self, waited: inbox_services::Result<()>) {
+        waited.unwrap_or_else(|error| panic!("{error}:\n{}", self.log_text()));
     }
 
     /// The nodes' own logs, for failure messages.
     pub fn log_text(&self) -> String {
-        let mut text = String::new();
-        for id in self.ids() {
-            for file in [format!("stdout-{id}.log"), format!("logs-{id}/server.log")] {
-                text += &std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
-            }
-        }
-        text
-    }
-
-    fn node(&mut self, id: i32) -> &mut Node {
-        self.nodes
-            .iter_mut()
-            .find(|node| node.id == id)
-            .expect("a node of this cluster")
-    }
-
-    fn config_path(&self, id: i32) -> PathBuf {
-        self.dir.join(format!("server-{id}.properties"))
+        self.nodes.iter().map(Node::log_text).collect()
     }
 
     fn metadata(&self, topic: Option<&str>) -> Metadata {
@@ -314,47 +304,25 @@ impl PrivateKafka {
             .expect("cluster metadata")
     }
 
-    fn write_config(&self, id: i32) {
-        let node = self.nodes.iter().find(|node| node.id == id).expect("node");
-        let (port, controller) = (node.port, node.controller_port);
-        let voters = self
-            .nodes
-            .iter()
-            .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        let replicas = self.nodes.len();
-        let min_insync = replicas.min(2);
-        let data = self.dir.join(format!("data-{id}"));
-        // The settings of every Kafka node of the project, then this node's
-        // own (a later line wins).
-        let shared = std::fs::read_to_string(super::services_template("kafka-server.properties"))
-            .expect("read scripts/services/kafka-server.properties");
-        let config = shared
-            .replace("@NODE_ID@", &id.to_string())
-            .replace("@PORT@", &port.to_string())
-            .replace("@CONTROLLER_PORT@", &controller.to_string())
-            .replace("@QUORUM@", &format!("controller.quorum.voters={voters}"))
-            .replace("@DATA_DIR@", &data.display().to_string())
-            .replace("@REPLICAS@", &replicas.to_string())
-            .replace("@INTERNAL_PARTITIONS@", &OFFSETS_PARTITIONS.to_string())
-            .replace("@INTERNAL_MIN_ISR@", &min_insync.to_string())
-            + &format!(
-                "\n# A private node's own: replicated topics need two copies, few\n\
-                 # threads on two cores.\n\
-                 min.insync.replicas={min_insync}\n\
-                 num.network.threads=2\n\
-                 num.io.threads=2\n\
-                 num.replica.fetchers=1\n"
-            )
-            + &self.listener_lines(port, controller)
+    /// The project's node settings, then a private node's own and the
+    /// setup's (a later line wins).
+    fn settings(&self, node: &Node) -> String {
+        let min_insync = self.nodes.len().min(2);
+        let own = format!(
+            "\n# A private node's own: replicated topics need two copies, few\n\
+             # threads on two cores.\n\
+             min.insync.replicas={min_insync}\n\
+             num.network.threads=2\n\
+             num.io.threads=2\n\
+             num.replica.fetchers=1\n"
+        ) + &self.listener_lines(node.port, node.controller_port)
             + &self
                 .setup
                 .settings
                 .iter()
                 .map(|(key, value)| format!("{key}={value}\n"))
                 .collect::<String>();
-        std::fs::write(self.config_path(id), config).expect("write server.properties");
+        must(node.settings(&self.nodes, OFFSETS_PARTITIONS as u32, &own))
     }
 
     /// The lines that add the setup's listeners to PLAINTEXT and CONTROLLER.
@@ -377,73 +345,24 @@ impl PrivateKafka {
         )
     }
 
-    /// Starts `kafka-storage format` of one node with the cluster's id.
-    fn format(&self, id: i32, cluster_id: &str) -> Child {
-        Command::new("java")
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                repo().join("scripts/kafka/tools-log4j2.xml").display()
-            ))
-            .arg("-cp")
-            .arg(format!("{}/*", libs_dir().display()))
-            .args(["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c"])
-            .arg(self.config_path(id))
-            .args(&self.setup.format_args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kafka.tools.StorageTool")
-    }
-
     fn spawn(&mut self, id: i32) {
-        let config = self.config_path(id);
-        let dir = self.dir.clone();
-        let setup = self.setup.clone();
-        let node = self.node(id);
-        assert!(node.process.is_none(), "node {id} is already running");
-        let stdout = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(format!("stdout-{id}.log")))
-            .expect("node stdout log");
-        let mut java = Command::new("java");
-        if setup.dies_with_thread {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl(2) only, between fork and exec.
-            unsafe {
-                java.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-        }
-        let process = java
-            .args([
+        let at = id as usize - 1;
+        assert!(self.processes[at].is_none(), "node {id} is already running");
+        let launch = Launch {
+            jvm_args: [
                 "-Xms256m",
                 "-Xmx512m",
                 "-XX:+UseG1GC",
                 "-XX:TieredStopAtLevel=1",
-                "-Djava.awt.headless=true",
-            ])
-            .args(&setup.jvm_args)
-            .arg(format!(
-                "-Dkafka.logs.dir={}",
-                dir.join(format!("logs-{id}")).display()
-            ))
-            .arg(format!(
-                "-Dlog4j2.configurationFile={}",
-                repo().join("scripts/kafka/log4j2.xml").display()
-            ))
-            .arg("-cp")
-            .arg(format!("{}/*", libs_dir().display()))
-            .arg("kafka.Kafka")
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(stdout.try_clone().expect("clone log handle"))
-            .stderr(stdout)
-            .spawn()
-            .expect("start java kafka.Kafka");
-        node.process = Some(process);
+            ]
+            .iter()
+            .map(|arg| arg.to_string())
+            .chain(self.setup.jvm_args.iter().cloned())
+            .collect(),
+            detach: false,
+            dies_with_thread: self.setup.dies_with_thread,
+        };
+        self.processes[at] = Some(must(self.nodes[at].launch(&libs_dir(), &launch)));
     }
 
     /// Waits until every running node is in the metadata and every
@@ -455,50 +374,40 @@ impl PrivateKafka {
             .set("group.id", unique("ready-check"))
             .create()
             .expect("metadata client");
-        let started = Instant::now();
-        loop {
-            let mut running = 0;
-            for node in &mut self.nodes {
-                if let Some(process) = node.process.as_mut() {
-                    if let Some(status) = process.try_wait().expect("try_wait") {
-                        let id = node.id;
-                        panic!(
-                            "node {id} exited during start-up ({status:?}):\n{}",
-                            self.log_text()
-                        );
+        let processes = &mut self.processes;
+        let waited =
+            inbox_services::wait_until(READY_TIMEOUT, "the private Kafka did not answer", || {
+                let mut running = 0;
+                for (at, process) in processes.iter_mut().enumerate() {
+                    if let Some(status) = process
+                        .as_mut()
+                        .and_then(|p| p.try_wait().expect("try_wait"))
+                    {
+                        return Err(format!(
+                            "node {} exited during start-up ({status:?})",
+                            at + 1
+                        ));
                     }
-                    running += 1;
+                    running += usize::from(process.is_some());
                 }
-            }
-            let ready = client
-                .fetch_metadata(None, Duration::from_secs(2))
-                .is_ok_and(|metadata| {
+                let metadata = client.fetch_metadata(None, Duration::from_secs(2));
+                Ok(metadata.is_ok_and(|metadata| {
                     metadata.brokers().len() == running
                         && metadata.topics().iter().all(|topic| {
                             topic.error().is_none()
                                 && topic.partitions().iter().all(|p| p.leader() >= 0)
                         })
-                });
-            if ready {
-                return;
-            }
-            assert!(
-                started.elapsed() < READY_TIMEOUT,
-                "the private Kafka did not answer within {READY_TIMEOUT:?}:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+                }))
+            });
+        self.must_wait(waited);
     }
 }
 
 impl Drop for PrivateKafka {
     fn drop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(mut process) = node.process.take() {
-                let _ = process.kill();
-                let _ = process.wait();
-            }
+        for mut process in self.processes.drain(..).flatten() {
+            let _ = process.kill();
+            let _ = process.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -514,41 +423,10 @@ fn offsets_partition(group: &str, partitions: i32) -> i32 {
     (hash & 0x7fff_ffff) % partitions
 }
 
-/// A fresh cluster id: a Kafka Uuid is 16 bytes in unpadded URL-safe base64;
-/// one not starting with '-' (which the tool would take for a flag).
-fn cluster_id() -> String {
-    loop {
-        let id = base64_url(Uuid::new_v4().as_bytes());
-        if !id.starts_with('-') {
-            break id;
-        }
-    }
-}
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// The jars of the shared broker's version, or `INBOX_TEST_KAFKA_LIBS` (those
 /// of the version `make compat` runs).
 fn libs_dir() -> PathBuf {
     std::env::var_os("INBOX_TEST_KAFKA_LIBS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".local/kafka/libs"))
-}
-
-/// Unpadded URL-safe base64 (RFC 4648 §5).
-pub fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+        .unwrap_or_else(|| inbox_services::repo().join(".local/kafka/libs"))
 }

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::private_kafka::{base64_url, PrivateKafka, Setup};
+use inbox_services::kafka::base64_url;
+
+use super::private_kafka::{PrivateKafka, Setup};
 use super::test_ca::{issue, make_ca, openssl};
 use super::{free_port, unique};
 

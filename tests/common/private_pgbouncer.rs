@@ -11,12 +11,13 @@
 //! the process and removes the directory. The Debian service is not used.
 //! Anything that keeps it from starting FAILS the test, it never skips.
 
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::private_pg::{is_root, server_dir, SERVER_USER};
+use inbox_services::{is_root, SERVER_USER};
+
+use super::private_pg::server_dir;
 use super::{free_port, TestDb, APP_ROLE};
 
 /// Debian's binary (`apt-get install pgbouncer`).
@@ -98,22 +99,13 @@ impl PrivatePgBouncer {
     }
 
     fn wait_ready(&mut self) {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.process.try_wait().expect("try_wait") {
-                panic!("pgbouncer exited with {status}; its log:\n{}", self.log());
+        let waited = inbox_services::wait_until(READY_TIMEOUT, "pgbouncer did not listen", || {
+            match self.process.try_wait().expect("try_wait") {
+                Some(status) => Err(format!("pgbouncer exited with {status}")),
+                None => Ok(inbox_services::port_open(self.port)),
             }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            assert!(
-                started.elapsed() < READY_TIMEOUT,
-                "pgbouncer did not listen on {} within {READY_TIMEOUT:?}; its log:\n{}",
-                self.port,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        });
+        waited.unwrap_or_else(|error| panic!("{error}; its log:\n{}", self.log()));
     }
 
     pub fn port(&self) -> u16 {
