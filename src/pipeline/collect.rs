@@ -53,7 +53,8 @@ impl Pipeline {
         // Records carried over (left by the last round, or polled while it
         // was retried) do not count: a round that starts with them still
         // gathers what Kafka brings within the linger, rather than going
-        // with a few records.
+        // with a few records. A lingering round goes once Kafka brought
+        // nothing for `quiet_after` the linger (`quiet_until`).
         let mut behind = false;
         let mut quiet_until: Option<tokio::time::Instant> = None;
         if loop_state.upkeep.tick().now_or_never().is_some() {
