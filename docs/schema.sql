@@ -95,8 +95,9 @@ DECLARE
     -- The (order, sku) lines reserved before, within the window.
     known_orders text[];
     known_skus text[];
-    -- By line ordinal: the fresh events' lines to reserve now.
-    new_lines bigint[];
+    -- By line ordinal: the fresh events' lines that reserve nothing
+    -- (null: none).
+    old_lines bigint[];
     written integer;
     -- The first day of the dedup window; the day's partition a step writes
     -- (today's, or the newest made).
@@ -226,9 +227,8 @@ BEGIN
         -- 3. (The stock rows were locked at step 1.)
         -- 4. What the reservations of the window hold of the fresh events'
         --    orders, read now that their SKUs are locked: a line reserved
-        --    before, or earlier in the batch, is a business duplicate and
-        --    reserves nothing. An event all of whose lines are is a
-        --    business duplicate.
+        --    before, or earlier in the batch, reserves nothing; an event all
+        --    of whose lines are is a business duplicate.
         window_from := inbox_today() - (SELECT s.retention_days FROM inbox_settings s);
         SELECT array_agg(o.order_id), array_agg(o.sku)
         INTO known_orders, known_skus
@@ -240,38 +240,47 @@ BEGIN
                 AND o.reserved_day >= window_from) AS o;
         step_times := inbox_step_time(step_times, 'reserved_before');
 
-        WITH fresh_line AS (
-            SELECT l.ordinality AS line_ord, l.record_ord, l.sku, l.shared,
-                   r.order_id,
-                   coalesce((r.order_id, l.sku) IN (SELECT * FROM unnest(known_orders, known_skus)),
-                            false) AS known
-            FROM unnest(lines) WITH ORDINALITY AS l
-            JOIN unnest(records) WITH ORDINALITY AS r
-              ON r.ordinality = l.record_ord
-            WHERE verdict[l.record_ord] = 'fresh'
-        ),
-        -- `claimed`: an earlier fresh event of the batch names the same
-        -- order line. Only lines `shared` with another event (two events of
-        -- one order: rare) are compared.
-        judged AS (
-            SELECT f.*,
-                   f.shared AND EXISTS (SELECT FROM fresh_line e
-                                        WHERE e.shared AND e.order_id = f.order_id
-                                          AND e.sku = f.sku AND e.line_ord < f.line_ord)
-                       AS claimed
-            FROM fresh_line f
-        ),
-        event AS (
-            SELECT record_ord, bool_and(known OR claimed) AS business_duplicate
-            FROM judged
-            GROUP BY record_ord
-        )
-        SELECT (SELECT array_agg(record_ord ORDER BY record_ord) FROM event),
-               (SELECT array_agg(record_ord ORDER BY record_ord) FROM event
-                WHERE business_duplicate),
-               (SELECT array_agg(line_ord ORDER BY line_ord) FROM judged
-                WHERE NOT known AND NOT claimed)
-        INTO fresh, business_duplicates, new_lines;
+        -- The fresh events' lines that reserve nothing: reserved before
+        -- (`known`) or by an earlier fresh event of the batch (`claimed`).
+        -- Usually no fresh order was reserved before and no line is shared
+        -- with another event: then every fresh line is new, and none is
+        -- compared.
+        fresh := array_positions(verdict, 'fresh');
+        IF known_orders IS NOT NULL
+           OR EXISTS (SELECT FROM unnest(lines) AS l
+                      WHERE l.shared AND verdict[l.record_ord] = 'fresh') THEN
+            WITH fresh_line AS (
+                SELECT l.ordinality AS line_ord, l.record_ord, l.sku, l.shared,
+                       r.order_id,
+                       coalesce((r.order_id, l.sku) IN (SELECT * FROM unnest(known_orders, known_skus)),
+                                false) AS known
+                FROM unnest(lines) WITH ORDINALITY AS l
+                JOIN unnest(records) WITH ORDINALITY AS r
+                  ON r.ordinality = l.record_ord
+                WHERE verdict[l.record_ord] = 'fresh'
+            ),
+            -- `claimed`: an earlier fresh event of the batch names the same
+            -- order line. Only lines `shared` with another event (two events of
+            -- one order: rare) are compared.
+            judged AS (
+                SELECT f.*,
+                       f.shared AND EXISTS (SELECT FROM fresh_line e
+                                            WHERE e.shared AND e.order_id = f.order_id
+                                              AND e.sku = f.sku AND e.line_ord < f.line_ord)
+                           AS claimed
+                FROM fresh_line f
+            ),
+            event AS (
+                SELECT record_ord, bool_and(known OR claimed) AS business_duplicate
+                FROM judged
+                GROUP BY record_ord
+            )
+            SELECT (SELECT array_agg(record_ord ORDER BY record_ord) FROM event
+                    WHERE business_duplicate),
+                   (SELECT array_agg(line_ord ORDER BY line_ord) FROM judged
+                    WHERE known OR claimed)
+            INTO business_duplicates, old_lines;
+        END IF;
         step_times := inbox_step_time(step_times, 'fresh_line');
 
         -- 5. The fresh events' ledger rows. One that conflicts now was
@@ -286,7 +295,7 @@ BEGIN
                consumer_code, t.code, r.order_id
         FROM unnest(records) WITH ORDINALITY AS r
         JOIN unnest(topic_names, topic_codes) AS t(topic, code) ON t.topic = r.topic
-        WHERE r.ordinality = ANY (fresh)
+        WHERE verdict[r.ordinality] = 'fresh'
         ORDER BY r.message_id
         ON CONFLICT (message_id, consumer, event_day) DO NOTHING;
         GET DIAGNOSTICS written = ROW_COUNT;
@@ -297,41 +306,48 @@ BEGIN
         step_times := inbox_step_time(step_times, 'ledger');
     END IF;
 
-    IF new_lines IS NOT NULL THEN
-        -- 6. The new lines reserved first come, first served in batch
-        --    order against each SKU's stock as the lock returned it: all of
-        --    a SKU's when its stock covers them (the usual case).
+    IF cardinality(fresh) > coalesce(cardinality(business_duplicates), 0) THEN
+        -- 6. The new lines (the fresh events' lines but the old ones)
+        --    reserved first come, first served in batch order against each
+        --    SKU's stock as the lock returned it: all of a SKU's when its
+        --    stock covers them (the usual case).
         -- 7. ONE aggregated UPDATE per SKU of a line written now (rejected
         --    lines' too: every batch that writes an order line writes its
         --    SKU's row).
         write_day := inbox_write_day('order_reservation');
+        -- Each line's record taken by its ordinal, not joined: a join's
+        -- plan depends on how many lines the planner guesses are new.
         WITH new_line AS (
             SELECT l.ordinality AS line_ord, l.sku, l.quantity, r.message_id, r.order_id
             FROM unnest(lines) WITH ORDINALITY AS l
-            JOIN unnest(records) WITH ORDINALITY AS r
-              ON r.ordinality = l.record_ord
-            WHERE l.ordinality = ANY (new_lines)
+            CROSS JOIN LATERAL (SELECT (records[l.record_ord]).message_id,
+                                       (records[l.record_ord]).order_id) AS r
+            WHERE verdict[l.record_ord] = 'fresh'
+              AND (old_lines IS NULL OR NOT l.ordinality = ANY (old_lines))
         ),
         -- One grouping of the held and the wanted, not a join: the planner
         -- cannot size them and would compare every line with every SKU.
         stock AS (
-            SELECT sku, max(available) AS available, sum(quantity) AS demand
-            FROM (SELECT h.sku, h.available, NULL::integer AS quantity
+            SELECT sku, max(available) AS available, sum(quantity) AS demand,
+                   array_agg(line_ord ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
+                       AS line_ords,
+                   array_agg(quantity ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
+                       AS quantities
+            FROM (SELECT h.sku, h.available, NULL::integer AS quantity, NULL::bigint AS line_ord
                   FROM unnest(locked_skus, locked_available) AS h(sku, available)
                   UNION ALL
-                  SELECT n.sku, NULL, n.quantity FROM new_line n) AS held_or_wanted
+                  SELECT n.sku, NULL, n.quantity, n.line_ord FROM new_line n) AS held_or_wanted
             GROUP BY sku
             HAVING count(available) > 0 AND count(quantity) > 0
         ),
+        -- The lines of a SKU whose stock does not cover them, each with
+        -- whether it fits.
         rationed AS (
             SELECT f.line_ord, f.fits
-            FROM (SELECT array_agg(n.line_ord ORDER BY n.line_ord) AS line_ords,
-                         inbox_first_come(s.available,
-                                          array_agg(n.quantity ORDER BY n.line_ord)) AS fits
-                  FROM new_line n
-                  JOIN stock s ON s.sku = n.sku AND s.demand > s.available
-                  GROUP BY s.sku, s.available) AS per_sku
-            CROSS JOIN LATERAL unnest(per_sku.line_ords, per_sku.fits) AS f(line_ord, fits)
+            FROM stock s
+            CROSS JOIN LATERAL unnest(s.line_ords, inbox_first_come(s.available, s.quantities))
+                AS f(line_ord, fits)
+            WHERE s.demand > s.available
         ),
         reservation AS (
             INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id,
