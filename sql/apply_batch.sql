@@ -1,5 +1,5 @@
--- Applies one batch: the batch function (inbox_apply_batch,
--- migrations/20261206000008_batch_function.sql; its steps are named
+-- Applies one batch: the batch function (inbox_apply_batch, as it is now
+-- in docs/schema.sql, last made by migrations/20261207002001; its steps are named
 -- there), called in ONE statement sent on its own, so a batch costs one
 -- round trip to the database and is its own transaction
 -- (docs/design.md#the-batch-transaction): it commits with its answer,

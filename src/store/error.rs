@@ -5,6 +5,15 @@
 /// The partitioned ledger, as PostgreSQL names it in errors.
 const LEDGER_TABLE: &str = "processed_inbox";
 
+/// Whether a table PostgreSQL names in an error is one day's partition of
+/// the ledger (`processed_inbox_p20261207`).
+fn is_ledger_day(table: &str) -> bool {
+    table
+        .strip_prefix(LEDGER_TABLE)
+        .and_then(|rest| rest.strip_prefix("_p"))
+        .is_some_and(|day| day.len() == 8 && day.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Errors of the database layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -202,7 +211,7 @@ pub enum Verdict {
 
 /// SQLSTATE codes, or classes (two characters), and what they mean here;
 /// the first match wins. Codes not listed are [`Verdict::Unexpected`].
-const SQLSTATES: [(&str, Verdict); 14] = [
+const SQLSTATES: [(&str, Verdict); 13] = [
     ("40001", Verdict::Retry(RetryReason::SerializationFailure)),
     ("40P01", Verdict::Retry(RetryReason::Deadlock)),
     ("53300", Verdict::Retry(RetryReason::TooManyConnections)),
@@ -215,7 +224,6 @@ const SQLSTATES: [(&str, Verdict); 14] = [
     ("IX001", Verdict::PositionBehind),
     // inbox_refuse (migration 20261204000002).
     ("IX002", Verdict::SplitBefore),
-    ("IX003", Verdict::Raced),
     // Class 57P: operator intervention (admin shutdown, crash shutdown,
     // cannot connect now).
     ("57P", Verdict::Retry(RetryReason::AdminShutdown)),
@@ -312,6 +320,12 @@ pub fn classify(sqlstate: &str, table: Option<&str>, constraint: Option<&str>) -
     // partition routing: no partition holds the row's day.
     if sqlstate == "23514" && table == Some(LEDGER_TABLE) && constraint.is_none() {
         return Verdict::MissingPartition;
+    }
+    // A ledger row that is there already: the batch function writes only
+    // the rows its look-up did not find, so a concurrent batch committed it
+    // since (migration 20261207002001).
+    if sqlstate == "23505" && table.is_some_and(is_ledger_day) {
+        return Verdict::Raced;
     }
     SQLSTATES
         .iter()
@@ -589,10 +603,21 @@ mod tests {
     }
 
     #[test]
+    fn a_ledger_row_there_already_is_a_race_and_another_key_the_records() {
+        let day = Some("processed_inbox_p20261207");
+        let key = Some("processed_inbox_p20261207_pkey");
+        assert_eq!(classify("23505", day, key), Verdict::Raced);
+        for table in ["processed_inbox", "processed_inbox_p2026120", "inbox_parked_p20261207"] {
+            assert_eq!(classify("23505", Some(table), None), Verdict::Isolate, "{table}");
+        }
+        assert_eq!(classify("23514", day, None), Verdict::Isolate);
+    }
+
+    #[test]
     fn a_database_gone_back_and_anything_else() {
         assert_eq!(classify("IX001", None, None), Verdict::PositionBehind);
         assert_eq!(classify("IX002", None, None), Verdict::SplitBefore);
-        assert_eq!(classify("IX003", None, None), Verdict::Raced);
+        assert_eq!(classify("IX003", None, None), Verdict::Unexpected);
         for sqlstate in ["42501", "42883", "XX000", ""] {
             assert_eq!(
                 classify(sqlstate, None, None),

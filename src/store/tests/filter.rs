@@ -135,8 +135,10 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
         .apply_records(&records_at(2, 0, &events[..1]), None)
         .await;
     assert!(
-        matches!(&unseen, Err(StoreError::Transient { message, .. })
-                 if message.contains("a concurrent batch wrote")),
+        matches!(&unseen, Err(StoreError::Transient { reason, message })
+                 if reason.as_str() == "serialization_failure"
+                     && message.contains("processed_inbox_p")
+                     && message.contains("_pkey")),
         "{unseen:?}"
     );
     assert_eq!(
