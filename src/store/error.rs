@@ -607,8 +607,16 @@ mod tests {
         let day = Some("processed_inbox_p20261207");
         let key = Some("processed_inbox_p20261207_pkey");
         assert_eq!(classify("23505", day, key), Verdict::Raced);
-        for table in ["processed_inbox", "processed_inbox_p2026120", "inbox_parked_p20261207"] {
-            assert_eq!(classify("23505", Some(table), None), Verdict::Isolate, "{table}");
+        for table in [
+            "processed_inbox",
+            "processed_inbox_p2026120",
+            "inbox_parked_p20261207",
+        ] {
+            assert_eq!(
+                classify("23505", Some(table), None),
+                Verdict::Isolate,
+                "{table}"
+            );
         }
         assert_eq!(classify("23514", day, None), Verdict::Isolate);
     }
