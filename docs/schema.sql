@@ -98,9 +98,11 @@ DECLARE
     -- By line ordinal: the fresh events' lines that reserve nothing
     -- (null: none).
     old_lines bigint[];
-    -- The first day of the dedup window; the day's partition a step writes
-    -- (today's, or the newest made).
+    -- The first day of the dedup window; the first day of reservations
+    -- that may hold a row (inbox_reservation_start); the day's partition a
+    -- step writes (today's, or the newest made).
     window_from date;
+    reservations_from date;
     write_day date;
     -- Each step's time, when asked (`inbox-loadgen profile`: the setting
     -- inbox.step_times = on); null, and each mark a no-op, otherwise.
@@ -227,8 +229,12 @@ BEGIN
         -- 4. What the reservations of the window hold of the fresh events'
         --    orders, read now that their SKUs are locked: a line reserved
         --    before, or earlier in the batch, reserves nothing; an event all
-        --    of whose lines are is a business duplicate.
-        window_from := inbox_today() - (SELECT s.retention_days FROM inbox_settings s);
+        --    of whose lines are is a business duplicate. Only the days of
+        --    the window that may hold a reservation are looked up.
+        SELECT inbox_today() - s.retention_days, r.first_day
+        INTO window_from, reservations_from
+        FROM inbox_settings s
+        LEFT JOIN inbox_reservation_start r ON true;
         SELECT array_agg(o.order_id), array_agg(o.sku)
         INTO known_orders, known_skus
         FROM (SELECT DISTINCT o.order_id, o.sku
@@ -236,7 +242,7 @@ BEGIN
               WHERE o.order_id = ANY (ARRAY(SELECT r.order_id FROM unnest(records)
                                                 WITH ORDINALITY AS r
                                             WHERE verdict[r.ordinality] = 'fresh'))
-                AND o.reserved_day >= window_from) AS o;
+                AND o.reserved_day >= greatest(window_from, reservations_from)) AS o;
         step_times := inbox_step_time(step_times, 'reserved_before');
 
         -- The fresh events' lines that reserve nothing: reserved before
@@ -311,6 +317,10 @@ BEGIN
         --    lines' too: every batch that writes an order line writes its
         --    SKU's row).
         write_day := inbox_write_day('order_reservation');
+        IF write_day < reservations_from THEN
+            UPDATE inbox_reservation_start SET first_day = write_day
+            WHERE first_day > write_day;
+        END IF;
         -- Each line's record taken by its ordinal, not joined: a join's
         -- plan depends on how many lines the planner guesses are new.
         WITH new_line AS (
@@ -324,26 +334,28 @@ BEGIN
         -- One grouping of the held and the wanted, not a join: the planner
         -- cannot size them and would compare every line with every SKU.
         stock AS (
-            SELECT sku, max(available) AS available, sum(quantity) AS demand,
-                   array_agg(line_ord ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
-                       AS line_ords,
-                   array_agg(quantity ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
-                       AS quantities
-            FROM (SELECT h.sku, h.available, NULL::integer AS quantity, NULL::bigint AS line_ord
+            SELECT sku, max(available) AS available, sum(quantity) AS demand
+            FROM (SELECT h.sku, h.available, NULL::integer AS quantity
                   FROM unnest(locked_skus, locked_available) AS h(sku, available)
                   UNION ALL
-                  SELECT n.sku, NULL, n.quantity, n.line_ord FROM new_line n) AS held_or_wanted
+                  SELECT n.sku, NULL, n.quantity FROM new_line n) AS held_or_wanted
             GROUP BY sku
             HAVING count(available) > 0 AND count(quantity) > 0
         ),
-        -- The lines of a SKU whose stock does not cover them, each with
-        -- whether it fits.
+        -- The lines of the SKUs whose stock does not cover them (usually
+        -- none), in batch order, each with whether it fits.
         rationed AS (
             SELECT f.line_ord, f.fits
-            FROM stock s
-            CROSS JOIN LATERAL unnest(s.line_ords, inbox_first_come(s.available, s.quantities))
+            FROM (SELECT n.sku, array_agg(n.line_ord ORDER BY n.line_ord) AS line_ords,
+                         array_agg(n.quantity ORDER BY n.line_ord) AS quantities
+                  FROM new_line n
+                  WHERE n.sku = ANY (ARRAY(SELECT s.sku FROM stock s
+                                           WHERE s.demand > s.available))
+                  GROUP BY n.sku) AS short
+            JOIN stock s ON s.sku = short.sku
+            CROSS JOIN LATERAL unnest(short.line_ords,
+                                      inbox_first_come(s.available, short.quantities))
                 AS f(line_ord, fits)
-            WHERE s.demand > s.available
         ),
         reservation AS (
             INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id,
@@ -1066,6 +1078,31 @@ CREATE FUNCTION public.inbox_reservation_days() RETURNS SETOF date
 $$;
 
 --
+-- Name: inbox_reservations_close(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservations_close() RETURNS date
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    first date;
+    day date;
+BEGIN
+    PERFORM FROM inbox_reservation_start FOR UPDATE;
+    first := least(inbox_today() - 1, (SELECT max(d) FROM inbox_reservation_days() AS d));
+    FOR day IN SELECT d FROM inbox_reservation_days() AS d WHERE d < first ORDER BY d LOOP
+        IF EXISTS (SELECT FROM order_reservation o WHERE o.reserved_day = day) THEN
+            first := day;
+            EXIT;
+        END IF;
+    END LOOP;
+    UPDATE inbox_reservation_start SET first_day = first;
+    RETURN first;
+END;
+$$;
+
+--
 -- Name: inbox_reservations_of(text[], bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1407,6 +1444,16 @@ CREATE TABLE public.inbox_position (
 );
 
 --
+-- Name: inbox_reservation_start; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.inbox_reservation_start (
+    one boolean DEFAULT true NOT NULL,
+    first_day date NOT NULL,
+    CONSTRAINT inbox_reservation_start_one_check CHECK (one)
+);
+
+--
 -- Name: inbox_settings; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1568,6 +1615,13 @@ ALTER TABLE ONLY public.inbox_parked
 
 ALTER TABLE ONLY public.inbox_position
     ADD CONSTRAINT inbox_position_pkey PRIMARY KEY (consumer, topic, kafka_partition);
+
+--
+-- Name: inbox_reservation_start inbox_reservation_start_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.inbox_reservation_start
+    ADD CONSTRAINT inbox_reservation_start_pkey PRIMARY KEY (one);
 
 --
 -- Name: inbox_settings inbox_settings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1831,6 +1885,13 @@ GRANT ALL ON FUNCTION public.inbox_refuse(code text, message text, detail text) 
 --
 
 GRANT ALL ON FUNCTION public.inbox_reservation_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservations_close(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_reservations_close() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_reservations_close() TO inventory_app;
 
 --
 -- Name: FUNCTION inbox_reservations_of(orders text[], locked bigint); Type: ACL; Schema: public; Owner: -
@@ -2107,6 +2168,19 @@ GRANT UPDATE(moved_by_operator) ON TABLE public.inbox_position TO inventory_app;
 --
 
 GRANT UPDATE(applied_through) ON TABLE public.inbox_position TO inventory_app;
+
+--
+-- Name: TABLE inbox_reservation_start; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.inbox_reservation_start TO inventory_app;
+GRANT SELECT ON TABLE public.inbox_reservation_start TO inventory_operator;
+
+--
+-- Name: COLUMN inbox_reservation_start.first_day; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(first_day) ON TABLE public.inbox_reservation_start TO inventory_app;
 
 --
 -- Name: TABLE inbox_settings; Type: ACL; Schema: public; Owner: -

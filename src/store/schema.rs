@@ -20,6 +20,9 @@ const WINDOW_DAYS: &str = include_str!("../../sql/window_days.sql");
 const MAINTAIN: &str = include_str!("../../sql/maintain.sql");
 /// Closes the days over by the clock; sent alone (see the function).
 pub(super) const CLOSE_DAYS: &str = "SELECT inbox_ledger_filter_close()";
+/// Finds the first day of reservations that may hold a row, which the batch
+/// looks its orders up from (docs/design.md#the-dedup-window).
+const RESERVATIONS_CLOSE: &str = "SELECT inbox_reservations_close()";
 const DROP_EXPIRED: &str = include_str!("../../sql/drop_expired.sql");
 const PRUNE_PARKED: &str = include_str!("../../sql/prune_parked.sql");
 const RETENTION: &str = include_str!("../../sql/retention.sql");
@@ -218,6 +221,7 @@ async fn maintain_steps(pool: &DbPool) -> Result<MaintainReport, StoreError> {
     // The days over by the clock, closed for their filters: a statement of
     // its own (docs/design.md#the-filter-of-closed-days).
     sqlx::query(CLOSE_DAYS).execute(pool).await?;
+    sqlx::query(RESERVATIONS_CLOSE).execute(pool).await?;
     let mut report = MaintainReport {
         locked: created.try_get("locked")?,
         created: created.try_get("created")?,

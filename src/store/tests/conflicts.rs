@@ -276,3 +276,58 @@ async fn a_line_a_concurrent_batch_reserved_in_another_days_partition_is_not_res
         1
     );
 }
+
+/// The reservations of a closed day are looked up once maintenance found
+/// that day holds one; the empty closed days before it are not; a batch
+/// that writes before the first day looked up (the clock went back) moves
+/// it back.
+#[sqlx::test(migrations = false)]
+async fn reservations_are_looked_up_from_the_first_day_that_holds_one(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-R", 10)]).await;
+    let db: DbPool = pool.clone().into();
+    let first_day = || async {
+        scalar(
+            &pool,
+            "SELECT (inbox_today() - first_day)::bigint FROM inbox_reservation_start",
+        )
+        .await
+    };
+    maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintained");
+    // Every closed day empty: yesterday is the first looked up.
+    assert_eq!(first_day().await, 1);
+    // A line a batch reserved three days ago.
+    sqlx::query(
+        "INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
+         VALUES (gen_random_uuid(), inbox_today() - 3, 'reserved', 4, 'R-1', 'SKU-R')",
+    )
+    .execute(&pool)
+    .await
+    .expect("a reservation three days ago");
+    maintain(&db, MaintenanceTrigger::Command)
+        .await
+        .expect("maintained");
+    assert_eq!(first_day().await, 3);
+    let again = inbox
+        .apply_records(&records(&[order("R-1", "SKU-R", 4)]), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.business_duplicates, again.lines_reserved), (1, 0));
+    // The clock went back past the first day: the batch moves it back to
+    // the day it writes.
+    sqlx::query("UPDATE inbox_reservation_start SET first_day = inbox_today() + 1")
+        .execute(&pool)
+        .await
+        .expect("a first day ahead");
+    let fresh = inbox
+        .apply_records(&records_at(0, 1, &[order("R-2", "SKU-R", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!((fresh.processed, fresh.lines_reserved), (1, 1));
+    assert_eq!(first_day().await, 0);
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        1
+    );
+}

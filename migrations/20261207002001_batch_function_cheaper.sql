@@ -1,17 +1,61 @@
--- The batch function (20261207000002) with its fresh events' lines taken
--- once: usually no fresh order was reserved before and no line is shared
--- with another event of the batch, and then the fresh events and their
--- new lines are read off the verdicts, without the comparison of every
--- line that finds the old ones (about 0.35 ms of a batch of 100,
--- docs/benchmarks/2026-12-07.md). A new line's record is taken by its
--- ordinal and the lines a SKU's stock does not cover are rationed from the
--- grouping of the held and the wanted, so that neither step's plan depends
--- on how many lines the planner guesses are new. The ledger rows are
--- written by a plain insert: a row a concurrent batch committed since the
--- look-up is refused by the ledger's key (23505 on the day's partition,
--- which the service runs again at once as it ran IX003), not looked up
--- first for each row as ON CONFLICT DO NOTHING did (about 0.15-0.35 ms of a
--- batch of 100).
+-- The batch function (20261207000002) made cheaper, about 17 % of a batch
+-- of 100 by `make profile` (docs/benchmarks/2026-12-07.md):
+-- - its fresh events' lines taken once: usually no fresh order was
+--   reserved before and no line is shared with another event of the
+--   batch, and then the fresh events and their new lines are read off the
+--   verdicts, without comparing every line to find the old ones. A new
+--   line's record is taken by its ordinal, and only the lines of SKUs
+--   whose stock does not cover them are grouped to be rationed, so that no
+--   plan depends on how many lines the planner guesses are new;
+-- - the ledger rows written by a plain insert: a row a concurrent batch
+--   committed since the look-up is refused by the ledger's key (23505 on
+--   the day's partition, which the service runs again at once as it ran
+--   IX003), not looked up first for each row as ON CONFLICT DO NOTHING did;
+-- - the reservations looked up only from the first day that may hold one
+--   (below): the empty closed days of the window are not looked up.
+
+-- The first day of order_reservation that may hold a row: the closed days
+-- before it (days before yesterday: no batch writes them, a batch writes
+-- today's partition or the newest made) held none when maintenance last
+-- looked (inbox_reservations_close), and the batch does not look its fresh
+-- orders up there. A batch that writes a day before it (the clock went
+-- back) moves it back first. '-infinity' until maintenance first looks:
+-- every day of the window is looked up.
+CREATE TABLE inbox_reservation_start (
+    one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+    first_day date NOT NULL
+);
+INSERT INTO inbox_reservation_start (first_day) VALUES ('-infinity');
+GRANT SELECT, UPDATE (first_day) ON inbox_reservation_start TO inventory_app;
+GRANT SELECT ON inbox_reservation_start TO inventory_operator;
+
+-- Maintenance: finds the first day of order_reservation that may hold a
+-- row, under the row's lock, so that a batch moving it back waits for it
+-- and sees its result. Yesterday, today and the newest day made are always
+-- looked up.
+CREATE FUNCTION inbox_reservations_close() RETURNS date
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = public, pg_temp
+AS $$
+DECLARE
+    first date;
+    day date;
+BEGIN
+    PERFORM FROM inbox_reservation_start FOR UPDATE;
+    first := least(inbox_today() - 1, (SELECT max(d) FROM inbox_reservation_days() AS d));
+    FOR day IN SELECT d FROM inbox_reservation_days() AS d WHERE d < first ORDER BY d LOOP
+        IF EXISTS (SELECT FROM order_reservation o WHERE o.reserved_day = day) THEN
+            first := day;
+            EXIT;
+        END IF;
+    END LOOP;
+    UPDATE inbox_reservation_start SET first_day = first;
+    RETURN first;
+END;
+$$;
+REVOKE EXECUTE ON FUNCTION inbox_reservations_close() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox_reservations_close() TO inventory_app;
+
 CREATE OR REPLACE FUNCTION inbox_apply_batch(
     -- The ledger's consumer.
     batch_consumer text,
@@ -69,9 +113,11 @@ DECLARE
     -- By line ordinal: the fresh events' lines that reserve nothing
     -- (null: none).
     old_lines bigint[];
-    -- The first day of the dedup window; the day's partition a step writes
-    -- (today's, or the newest made).
+    -- The first day of the dedup window; the first day of reservations
+    -- that may hold a row (inbox_reservation_start); the day's partition a
+    -- step writes (today's, or the newest made).
     window_from date;
+    reservations_from date;
     write_day date;
     -- Each step's time, when asked (`inbox-loadgen profile`: the setting
     -- inbox.step_times = on); null, and each mark a no-op, otherwise.
@@ -198,8 +244,12 @@ BEGIN
         -- 4. What the reservations of the window hold of the fresh events'
         --    orders, read now that their SKUs are locked: a line reserved
         --    before, or earlier in the batch, reserves nothing; an event all
-        --    of whose lines are is a business duplicate.
-        window_from := inbox_today() - (SELECT s.retention_days FROM inbox_settings s);
+        --    of whose lines are is a business duplicate. Only the days of
+        --    the window that may hold a reservation are looked up.
+        SELECT inbox_today() - s.retention_days, r.first_day
+        INTO window_from, reservations_from
+        FROM inbox_settings s
+        LEFT JOIN inbox_reservation_start r ON true;
         SELECT array_agg(o.order_id), array_agg(o.sku)
         INTO known_orders, known_skus
         FROM (SELECT DISTINCT o.order_id, o.sku
@@ -207,7 +257,7 @@ BEGIN
               WHERE o.order_id = ANY (ARRAY(SELECT r.order_id FROM unnest(records)
                                                 WITH ORDINALITY AS r
                                             WHERE verdict[r.ordinality] = 'fresh'))
-                AND o.reserved_day >= window_from) AS o;
+                AND o.reserved_day >= greatest(window_from, reservations_from)) AS o;
         step_times := inbox_step_time(step_times, 'reserved_before');
 
         -- The fresh events' lines that reserve nothing: reserved before
@@ -282,6 +332,10 @@ BEGIN
         --    lines' too: every batch that writes an order line writes its
         --    SKU's row).
         write_day := inbox_write_day('order_reservation');
+        IF write_day < reservations_from THEN
+            UPDATE inbox_reservation_start SET first_day = write_day
+            WHERE first_day > write_day;
+        END IF;
         -- Each line's record taken by its ordinal, not joined: a join's
         -- plan depends on how many lines the planner guesses are new.
         WITH new_line AS (
@@ -295,26 +349,28 @@ BEGIN
         -- One grouping of the held and the wanted, not a join: the planner
         -- cannot size them and would compare every line with every SKU.
         stock AS (
-            SELECT sku, max(available) AS available, sum(quantity) AS demand,
-                   array_agg(line_ord ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
-                       AS line_ords,
-                   array_agg(quantity ORDER BY line_ord) FILTER (WHERE line_ord IS NOT NULL)
-                       AS quantities
-            FROM (SELECT h.sku, h.available, NULL::integer AS quantity, NULL::bigint AS line_ord
+            SELECT sku, max(available) AS available, sum(quantity) AS demand
+            FROM (SELECT h.sku, h.available, NULL::integer AS quantity
                   FROM unnest(locked_skus, locked_available) AS h(sku, available)
                   UNION ALL
-                  SELECT n.sku, NULL, n.quantity, n.line_ord FROM new_line n) AS held_or_wanted
+                  SELECT n.sku, NULL, n.quantity FROM new_line n) AS held_or_wanted
             GROUP BY sku
             HAVING count(available) > 0 AND count(quantity) > 0
         ),
-        -- The lines of a SKU whose stock does not cover them, each with
-        -- whether it fits.
+        -- The lines of the SKUs whose stock does not cover them (usually
+        -- none), in batch order, each with whether it fits.
         rationed AS (
             SELECT f.line_ord, f.fits
-            FROM stock s
-            CROSS JOIN LATERAL unnest(s.line_ords, inbox_first_come(s.available, s.quantities))
+            FROM (SELECT n.sku, array_agg(n.line_ord ORDER BY n.line_ord) AS line_ords,
+                         array_agg(n.quantity ORDER BY n.line_ord) AS quantities
+                  FROM new_line n
+                  WHERE n.sku = ANY (ARRAY(SELECT s.sku FROM stock s
+                                           WHERE s.demand > s.available))
+                  GROUP BY n.sku) AS short
+            JOIN stock s ON s.sku = short.sku
+            CROSS JOIN LATERAL unnest(short.line_ords,
+                                      inbox_first_come(s.available, short.quantities))
                 AS f(line_ord, fits)
-            WHERE s.demand > s.available
         ),
         reservation AS (
             INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id,
