@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One load-generator scenario against a consumer this script starts and stops
-# itself, on a fresh database and topic of the local services (docs/design.md#load-generator).
+# One load-generator scenario against a consumer inbox-loadgen starts, waits
+# for and stops itself (run --consumer-bin), on a fresh database and topic of
+# the local services (docs/design.md#load-generator).
 #
 #   scripts/loadtest.sh [--scenario NAME] [--report FILE] [--duration S] [--rate N]
 #                       [--pause-at S] [--pause-for S] [--strategy batch|per-record]
@@ -51,7 +52,6 @@ PG=postgres://inventory:inventory@127.0.0.1:5432
 run_id="lt_$(date +%Y%m%d%H%M%S)_$$"
 metrics_port=${LOADTEST_METRICS_PORT:-9464}
 mkdir -p "$(dirname "$report")"
-log="${report%.json}.consumer.log"
 
 # A fresh database and topic per run, so runs never see each other's data;
 # LOADTEST_DATABASE=NAME runs on an existing database instead (one holding
@@ -65,38 +65,22 @@ fi
 DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" migrate >/dev/null
 scripts/services.sh topic "$run_id" 12 >/dev/null
 
+# The consumer is started, waited for and stopped by inbox-loadgen; it takes
+# its other settings from this environment.
 CONSUMER_PG=postgres://inventory:inventory@${LOADTEST_CONSUMER_DB:-127.0.0.1:5432}
-DATABASE_URL="$CONSUMER_PG/$database" KAFKA_TOPIC="$run_id" KAFKA_GROUP_ID="$run_id" \
-    METRICS_ADDR="127.0.0.1:$metrics_port" DLQ_TOPIC= RUST_LOG=${RUST_LOG:-info} \
-    "$BIN/inventory-inbox" run --strategy "$strategy" >"$log" 2>&1 &
-consumer=$!
-stop_consumer() {
-    if kill -0 "$consumer" 2>/dev/null; then
-        kill -CONT "$consumer" 2>/dev/null || true
-        kill -TERM "$consumer"
-        wait "$consumer" || true
-    fi
-}
-trap stop_consumer EXIT
-
-# Wait until the consumer serves its metrics (it has started).
-for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$metrics_port") 2>/dev/null && break
-    sleep 0.1
-done
-
 pause=()
 if [[ -n $prefill ]]; then
-    pause=(--prefill "$prefill" --pause-consumer "$consumer")
+    pause=(--prefill "$prefill" --pause)
 elif [[ $pause_for != 0 ]]; then
-    pause=(--pause-consumer "$consumer" --pause-at "$pause_at" --pause-for "$pause_for")
+    pause=(--pause --pause-at "$pause_at" --pause-for "$pause_for")
 fi
 status=0
 DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" run \
     --topic "$run_id" --scenario "$scenario" --rate "$rate" --duration "$duration" \
     --metrics-url "http://127.0.0.1:$metrics_port/metrics" --report "$report" \
+    --consumer-bin "$BIN/inventory-inbox" --consumer-env "DATABASE_URL=$CONSUMER_PG/$database" \
+    --consumer-env "INBOX_STRATEGY=$strategy" --consumer-env DLQ_TOPIC= \
+    --consumer-env "RUST_LOG=${RUST_LOG:-info}" \
     "${pause[@]}" "${extra[@]}" || status=$?
-stop_consumer
-trap - EXIT
-echo "report: $report (picture: ${report%.json}.svg, consumer log: $log)"
+echo "report: $report (picture: ${report%.json}.svg, consumer log: ${report%.json}.consumer.log)"
 exit "$status"

@@ -1,6 +1,7 @@
-# Shared by scripts/services.sh, service-deps.sh and compat.sh: where things
-# live, logging, the lock of up/down, the inbox-services binary that does
-# the daemon work (services/), and Kafka's jars per version.
+# Shared by scripts/services.sh, db-pair.sh, service-deps.sh and compat.sh:
+# where things live, logging, the lock of up/down, the inbox-services
+# binary that does the daemon work (services/), and Kafka's jars per
+# version.
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LOCAL="$REPO/.local"
@@ -32,10 +33,13 @@ lock() {
 # from the directory it runs in: here, the checkout.
 SERVICES_BIN="${CARGO_TARGET_DIR:-target}/release/inbox-services"
 [[ $SERVICES_BIN == /* ]] || SERVICES_BIN="$REPO/$SERVICES_BIN"
-services() {
+build_services() {
     if [[ ! -x $SERVICES_BIN ]] || [[ -n $(find "$REPO/services" "$REPO/Cargo.lock" -newer "$SERVICES_BIN" -print -quit) ]]; then
         (cd "$REPO" && cargo build --release --quiet -p inbox-services) || die "could not build inbox-services"
     fi
+}
+services() {
+    build_services
     "$SERVICES_BIN" "$@" 9>&-
 }
 

@@ -11,12 +11,16 @@
 //!
 //! Layout: [`postgres`] (a cluster: initdb, settings, start, stop, kill,
 //! readiness), [`kafka`] (a node: settings, storage format, launch,
-//! readiness), and here what both need (waiting, the templates, running a
-//! program as the server user). Errors are plain sentences: every caller
-//! shows them to a person and stops.
+//! readiness), [`pair`] (a primary and its streaming standby behind one
+//! endpoint, for the fault runs, `scripts/db-pair.sh`), [`toxiproxy`] (the
+//! API of the proxy that endpoint is), and here what they share (waiting,
+//! the templates, running a program as the server user). Errors are plain
+//! sentences: every caller shows them to a person and stops.
 
 pub mod kafka;
+pub mod pair;
 pub mod postgres;
+pub mod toxiproxy;
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,12 @@
 //! inbox-services postgres up | down | status | restart | prune
 //! inbox-services kafka up BROKERS VERSION LIBS [--fresh] | down | status | prune
 //!                      | topic NAME PARTITIONS | kill NODE_ID | bootstrap | tool CLASS ARGS...
+//! inbox-services pair up | restart | cut | failover | backup | restore | down
 //! ```
+//!
+//! `pair` is the whole of `scripts/db-pair.sh` (the database pair of the
+//! fault runs, in `.local/pair`): `up` prints the endpoint's URL on stdout
+//! and nothing else; every command logs on stderr.
 //!
 //! `SERVICES_KAFKA_DIR` and `SERVICES_KAFKA_PORT` move the Kafka elsewhere
 //! (`make compat` runs each version beside the local broker).
@@ -18,7 +23,9 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use inbox_services::kafka::{self, Launch, Node};
+use inbox_services::pair::Pair;
 use inbox_services::postgres::Cluster;
+use inbox_services::toxiproxy;
 use inbox_services::{port_open, read, remove, repo, signal, tail, wait_until, write, Result};
 
 macro_rules! log {
@@ -31,8 +38,10 @@ fn main() -> ExitCode {
     let outcome = match args.as_slice() {
         ["postgres", command] => postgres(&shared_cluster(), command),
         ["kafka", command @ ..] => Kafka::local().and_then(|mut kafka| kafka.run(command)),
+        ["pair", command @ ..] => return pair(command),
         _ => Err(
-            "usage: inbox-services postgres COMMAND | kafka COMMAND (see scripts/services.sh)"
+            "usage: inbox-services postgres COMMAND | kafka COMMAND | pair COMMAND \
+             (see scripts/services.sh, scripts/db-pair.sh)"
                 .into(),
         ),
     };
@@ -64,6 +73,38 @@ fn port_owner(port: u16) -> String {
 }
 
 const NOT_RUNNING: &str = "is not running (run: scripts/services.sh up)";
+
+// The database pair -------------------------------------------------------
+
+/// Runs a command of `scripts/db-pair.sh`: 2 when there is no such command.
+fn pair(command: &[&str]) -> ExitCode {
+    let pair = Pair::new(local().join("pair"), toxiproxy::Api::from_env());
+    let outcome = match command {
+        ["up"] => pair.up().map(|url| println!("{url}")),
+        ["restart"] => pair.restart(),
+        ["cut"] => pair.cut(),
+        ["failover"] => pair.failover(),
+        ["backup"] => pair.take_backup(),
+        ["restore"] => pair.restore(),
+        ["down"] => {
+            pair.down();
+            Ok(())
+        }
+        _ => {
+            eprintln!(
+                "usage: scripts/db-pair.sh up | restart | cut | failover | backup | restore | down"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("[db-pair] {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 // PostgreSQL ---------------------------------------------------------------
 

@@ -191,6 +191,13 @@ impl Cluster {
     /// A streaming standby of this (running) cluster in `standby`'s data
     /// directory: `pg_basebackup -R`, asynchronous and hot. Not started.
     pub fn base_backup(&self, standby: &Cluster) -> Result<()> {
+        self.backup_into(&standby.data, &["-R", "--no-sync"])
+    }
+
+    /// A base backup of this (running) cluster into `dir`, which must not
+    /// exist: the WAL streamed alongside (it starts on its own), after a
+    /// fast checkpoint; `options` are pg_basebackup's.
+    pub fn backup_into(&self, dir: &Path, options: &[&str]) -> Result<()> {
         let mut backup = program("pg_basebackup");
         backup.args([
             "-h",
@@ -200,7 +207,7 @@ impl Cluster {
             "-U",
             "postgres",
         ]);
-        backup.arg("-D").arg(&standby.data);
-        run(backup.args(["-R", "-X", "stream", "-c", "fast", "--no-sync"])).map(drop)
+        backup.arg("-D").arg(dir);
+        run(backup.args(["-X", "stream", "-c", "fast"]).args(options)).map(drop)
     }
 }

@@ -12,8 +12,13 @@
 //! `--pause-consumer` too, the consumer is stopped during the prefill and
 //! continued once every record is acknowledged: a self-contained
 //! max-throughput run whose `catch_up_seconds` is the time to drain it.
+//!
+//! `--consumer-bin` makes the run whole: the consumer is started first
+//! (a member of [`crate::workload::fleet`], in a group of its own named
+//! after the topic), the run begins once it is ready, `--pause` freezes
+//! it, and it is stopped at the end, whatever the outcome.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -22,7 +27,7 @@ use clap::Args;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use crate::commands::flags::{Mix, Target};
+use crate::commands::flags::{consumer_binary, consumer_env, Mix, Target};
 use crate::commands::settle::{settle, Settled};
 use crate::output;
 use crate::output::chart;
@@ -30,6 +35,7 @@ use crate::output::report::{Findings, Settings};
 use crate::probes::scrape;
 use crate::verdict::histogram;
 use crate::verdict::latency::{self, quantiles, seconds_between, Latencies};
+use crate::workload::fleet::{Member, MemberConfig};
 use crate::workload::generate::{Generator, Manifest, MixConfig};
 use crate::workload::kafka::{Acknowledgements, Producer};
 use crate::workload::pause;
@@ -67,6 +73,26 @@ pub struct RunArgs {
     /// Process id of the consumer to pause (SIGSTOP, then SIGCONT).
     #[arg(long, value_name = "PID")]
     pause_consumer: Option<i32>,
+
+    /// Start the consumer, `PATH run`, with the target's settings, its
+    /// metrics where --metrics-url points and its log beside the report
+    /// (.consumer.log); ready (/readyz) before the run, stopped (SIGTERM)
+    /// after it.
+    #[arg(long, value_name = "PATH", requires = "report")]
+    consumer_bin: Option<PathBuf>,
+
+    /// Environment of the started consumer, on top of this program's and
+    /// the target's (repeatable).
+    #[arg(
+        long = "consumer-env",
+        value_name = "KEY=VALUE",
+        requires = "consumer_bin"
+    )]
+    consumer_env: Vec<String>,
+
+    /// Pause the started consumer, as --pause-consumer pauses a process.
+    #[arg(long, requires = "consumer_bin", conflicts_with = "pause_consumer")]
+    pause: bool,
 
     /// Seconds into the run when the spike (pause and/or backlog) starts.
     #[arg(long, default_value_t = 10.0)]
@@ -192,8 +218,68 @@ impl RunArgs {
     }
 }
 
-/// One run; `Ok(false)` when reconciliation failed.
-pub async fn run(args: RunArgs) -> Result<bool> {
+/// One run, with the consumer of --consumer-bin around it; `Ok(false)`
+/// when reconciliation failed.
+pub async fn run(mut args: RunArgs) -> Result<bool> {
+    let Some(mut consumer) = start_consumer(&args).await? else {
+        return measure(args).await;
+    };
+    if args.pause {
+        args.pause_consumer = consumer.pid().map(|pid| pid as i32);
+    }
+    let outcome = measure(args).await;
+    if let Err(error) = consumer.stop().await {
+        eprintln!("warning: {error:#}");
+    }
+    outcome
+}
+
+/// The consumer of --consumer-bin, started and ready; None without one.
+async fn start_consumer(args: &RunArgs) -> Result<Option<Member>> {
+    let Some(binary) = &args.consumer_bin else {
+        return Ok(None);
+    };
+    let report = args
+        .report
+        .as_ref()
+        .context("--consumer-bin needs --report")?;
+    let name = format!(
+        "{}.consumer",
+        report.file_stem().unwrap_or_default().to_string_lossy()
+    );
+    let log_dir = report.parent().map(Path::to_path_buf).unwrap_or_default();
+    // A log of this run only.
+    let _ = std::fs::remove_file(log_dir.join(format!("{name}.log")));
+    let target = &args.target;
+    let config = MemberConfig {
+        binary: consumer_binary(Some(binary))?,
+        database_url: target.database_url.clone(),
+        bootstrap_servers: target.bootstrap_servers.clone(),
+        topic: target.topic.clone(),
+        group: target.topic.clone(),
+        consumer_name: target.consumer_name.clone(),
+        env: consumer_env(&args.consumer_env)?,
+        log_dir,
+    };
+    let mut consumer = Member::new(&config, &name, metrics_port(&args.metrics_url)?, None);
+    consumer.start()?;
+    consumer.wait_ready().await?;
+    Ok(Some(consumer))
+}
+
+/// The port of a metrics URL (http://127.0.0.1:PORT/metrics), where the
+/// started consumer serves.
+fn metrics_port(url: &str) -> Result<u16> {
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next());
+    let port = authority.and_then(|authority| authority.rsplit_once(':'));
+    port.and_then(|(_, port)| port.parse().ok())
+        .with_context(|| format!("--metrics-url {url}: no port for the started consumer"))
+}
+
+/// Measures one run against a running consumer.
+async fn measure(args: RunArgs) -> Result<bool> {
     args.validate()?;
     let scenario = args.scenario();
     let mix = args.mix();
@@ -403,4 +489,17 @@ fn picture_title(scenario: &str, args: &RunArgs, findings: &Findings<'_>) -> Str
         "RECONCILIATION FAILED"
     };
     format!("inbox-loadgen {scenario}: {load}, {verdict}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_started_consumer_serves_on_the_metrics_urls_port() {
+        assert_eq!(metrics_port("http://127.0.0.1:9464/metrics").unwrap(), 9464);
+        assert_eq!(metrics_port("http://127.0.0.1:19464").unwrap(), 19464);
+        assert!(metrics_port("http://127.0.0.1/metrics").is_err());
+        assert!(metrics_port("https://127.0.0.1:9464/metrics").is_err());
+    }
 }

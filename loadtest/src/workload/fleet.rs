@@ -1,5 +1,7 @@
-//! The consumers a chaos run starts, stops and kills: real `inventory-inbox
-//! run` processes, each with its own metrics port and log file.
+//! The consumers a run starts, stops and kills (chaos and explore: a group
+//! of them; `run --consumer-bin`: the one under measure): real
+//! `inventory-inbox run` processes, each with its own metrics port and log
+//! file.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -65,6 +67,11 @@ impl Member {
 
     pub fn is_running(&self) -> bool {
         self.process.is_some()
+    }
+
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().and_then(Child::id)
     }
 
     /// Starts the process; does not wait for it to be ready.
