@@ -46,8 +46,12 @@ while (($#)); do
     esac
 done
 
-# INBOX_BIN_DIR runs other builds of both binaries (an A/B comparison).
+# INBOX_BIN_DIR runs another build of the consumer (an A/B comparison).
 BIN="${INBOX_BIN_DIR:-$REPO/target/release}"
+# The generator is this checkout's own build, whatever consumer it drives:
+# an A/B of two consumers (INBOX_BIN_DIR) is measured by one generator, and
+# an older build's generator does not start consumers.
+GENERATOR="$REPO/target/release/inbox-loadgen"
 PG=postgres://inventory:inventory@127.0.0.1:5432
 run_id="lt_$(date +%Y%m%d%H%M%S)_$$"
 metrics_port=${LOADTEST_METRICS_PORT:-9464}
@@ -75,7 +79,7 @@ elif [[ $pause_for != 0 ]]; then
     pause=(--pause --pause-at "$pause_at" --pause-for "$pause_for")
 fi
 status=0
-DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" run \
+DATABASE_URL="$PG/$database" "$GENERATOR" run \
     --topic "$run_id" --scenario "$scenario" --rate "$rate" --duration "$duration" \
     --metrics-url "http://127.0.0.1:$metrics_port/metrics" --report "$report" \
     --consumer-bin "$BIN/inventory-inbox" --consumer-env "DATABASE_URL=$CONSUMER_PG/$database" \
