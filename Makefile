@@ -67,7 +67,9 @@ verify: deps services-up
 
 # Proof that the model check finds things: each patch in tests/defects/
 # puts a defect found before back into a copy of this commit, and the model
-# check must fail on it (scripts/reintroduced-defects.sh; DEFECT_CASES).
+# check must fail on it; each in tests/defects/statement/ is a mutant of the
+# batch function's SQL, which the store's tests or the model check must
+# catch (scripts/reintroduced-defects.sh; DEFECT_CASES, DEFECT_KINDS).
 defects: deps services-up
 	scripts/reintroduced-defects.sh
 

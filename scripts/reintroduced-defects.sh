@@ -6,14 +6,18 @@
 # patch in tests/defects/system/ puts back a defect that needs the whole
 # system (a database that goes back under the group); the seeded fault
 # schedules (scripts/explore.sh) of the seeds its `Seeds:` line names then
-# run the copy's binaries and must diverge from the model. Prints a table
+# run the copy's binaries and must diverge from the model. Each patch in
+# tests/defects/statement/ is a mutant of the batch function or the
+# ledger's look-up (SQL, which cargo-mutants does not mutate): the store's
+# own tests and the model check run on that copy and one must fail. Prints a table
 # (defect, caught or not, seconds, the check's own words) and writes it to
 # .local/defects/report.md. Exits non-zero when a defect is not caught or a
 # patch no longer applies.
 #
 #   DEFECT_CASES   cases the model check may take to find each (default 300)
 #   DEFECT_SECONDS seconds of load of each schedule (default 40)
-#   DEFECT_KINDS   which patches: "store system" (default), or one of them
+#   DEFECT_KINDS   which patches: "store statement system" (default), or
+#                  some of them
 #
 # The copy is a git worktree in .local/defects/tree with its own target
 # directory (.local/defects/target): the first build is a full one, the
@@ -61,22 +65,36 @@ put_back() {
 }
 
 missed=0
-kinds=${DEFECT_KINDS:-store system}
+kinds=${DEFECT_KINDS:-store statement system}
 store_patches=() system_patches=()
 [[ $kinds == *store* ]] && store_patches=(tests/defects/*.patch)
+[[ $kinds == *statement* ]] && store_patches+=(tests/defects/statement/*.patch)
 [[ $kinds == *system* ]] && system_patches=(tests/defects/system/*.patch)
 for patch in "${store_patches[@]}"; do
     name=$(basename "$patch" .patch)
     log=$out/$name.log
-    if ! put_back "$patch" test --features failpoints --test model_store --no-run; then
+    targets=(--test model_store)
+    [[ $patch == */statement/* ]] && targets+=(--lib)
+    if ! put_back "$patch" test --features failpoints "${targets[@]}" --no-run; then
         missed=$((missed + 1))
         continue
     fi
+    # A statement mutant is judged by the store's own tests first (a
+    # closed day, a clock gone back: cases the model's batches do not make).
     started=$(date +%s)
-    if (cd "$tree" && MODEL_CASES=$cases CARGO_TARGET_DIR="$REPO/$out/target" \
+    store_failed=""
+    if [[ $patch == */statement/* ]] && ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
+            cargo test --features failpoints --lib store:: >> "$REPO/$log" 2>&1); then
+        store_failed=$(sed -n 's/^---- \(.*\) stdout ----$/\1/p' "$log" | head -3 | tr '\n' ' ')
+    fi
+    if [[ -n $store_failed ]]; then
+        verdict=yes
+        words="the store's tests: $store_failed"
+    elif (cd "$tree" && MODEL_CASES=$cases CARGO_TARGET_DIR="$REPO/$out/target" \
             cargo test --features failpoints --test model_store >> "$REPO/$log" 2>&1); then
         verdict="**no**"
         words="passed $cases cases"
+        [[ $patch == */statement/* ]] && words="passed the store's tests and $cases cases"
         missed=$((missed + 1))
     else
         verdict=yes

@@ -1,6 +1,6 @@
 //! A batch applied: once, its redelivery a no-op, a refused record
 //! isolated and parked, a retry after a lost answer, the offsets it says
-//! to commit, its steps timed.
+//! to commit, its steps timed, a SKU short of stock rationed.
 
 use super::*;
 
@@ -258,4 +258,37 @@ async fn a_batch_makes_its_consumer_code_before_its_topics_codes(pool: PgPool) {
     let (applied, other) = tokio::join!(applied, other);
     other.expect("the other lane makes the topic's code without a deadlock");
     assert_eq!(applied.expect("applied").processed, 1);
+}
+
+/// A SKU whose lines want one more than its stock holds: the lines are
+/// served first come, first served in batch order, the one that does not
+/// fit is rejected, and the stock never goes below zero; a SKU whose lines
+/// want exactly its stock has them all.
+#[sqlx::test(migrations = false)]
+async fn a_sku_short_by_one_rejects_the_line_that_does_not_fit(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-R", 5), ("SKU-E", 5)]).await;
+    let outcome = inbox
+        .apply_records(
+            &records(&[
+                order("R-1", "SKU-R", 3),
+                order("E-1", "SKU-E", 3),
+                order("R-2", "SKU-R", 3),
+                order("E-2", "SKU-E", 2),
+            ]),
+            None,
+        )
+        .await
+        .expect("applied");
+    assert_eq!((outcome.lines_reserved, outcome.lines_rejected), (3, 1));
+    let reserved = |sku: &str| format!("SELECT reserved FROM inventory_stock WHERE sku = '{sku}'");
+    assert_eq!(scalar(&pool, &reserved("SKU-R")).await, 3);
+    assert_eq!(scalar(&pool, &reserved("SKU-E")).await, 5);
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM order_reservation WHERE order_id = 'R-2' AND status = 'rejected'"
+        )
+        .await,
+        1
+    );
 }

@@ -169,6 +169,37 @@ async fn a_fresh_event_after_a_parked_conflict_on_its_order_line_is_processed(po
     assert_eq!(status, "processed");
 }
 
+/// Three events of one order in one batch (its producer sent it again
+/// under new ids): the line they share is reserved once, by the first; the
+/// second, whose only line the first reserved, is a business duplicate;
+/// the third reserves only the line it adds.
+#[sqlx::test(migrations = false)]
+async fn events_of_one_order_in_one_batch_reserve_a_shared_line_once(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-M", 100), ("SKU-N", 100)]).await;
+    let first = order("M-1", "SKU-M", 2);
+    let again = order("M-1", "SKU-M", 3);
+    let mut more = order("M-1", "SKU-M", 4);
+    more.lines.push(OrderLine {
+        sku: "SKU-N".into(),
+        quantity: 1,
+    });
+    let outcome = inbox
+        .apply_records(&records(&[first, again, more]), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.business_duplicates,
+            outcome.lines_reserved
+        ),
+        (3, 1, 2)
+    );
+    let reserved = |sku: &str| format!("SELECT reserved FROM inventory_stock WHERE sku = '{sku}'");
+    assert_eq!(scalar(&pool, &reserved("SKU-M")).await, 2);
+    assert_eq!(scalar(&pool, &reserved("SKU-N")).await, 1);
+}
+
 #[sqlx::test(migrations = false)]
 async fn concurrent_lanes_never_count_a_business_duplicate_against_free_stock(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-S", 10)]).await;
