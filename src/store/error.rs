@@ -388,6 +388,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_transient_error_says_its_reason_as_the_retries_metric_labels_it() {
+        for reason in RetryReason::ALL {
+            let error = StoreError::Transient {
+                reason,
+                message: "the server closed the connection".into(),
+            };
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "database unavailable ({}): the server closed the connection",
+                    reason.as_str()
+                )
+            );
+        }
+    }
+
+    #[test]
     fn an_untrusted_certificate_is_one_line_with_openssls_reason() {
         let failed = "error:0A000086:SSL routines:tls_post_process_server_certificate:\
                       certificate verify failed:../ssl/statem/statem_clnt.c:1889: (hostname mismatch)";
