@@ -73,17 +73,19 @@ store_patches=() system_patches=()
 for patch in "${store_patches[@]}"; do
     name=$(basename "$patch" .patch)
     log=$out/$name.log
+    # A statement mutant is judged by the store's own tests first (a
+    # closed day, a clock gone back: cases the model's batches do not make).
+    statement=false
+    [[ $patch == */statement/* ]] && statement=true
     targets=(--test model_store)
-    [[ $patch == */statement/* ]] && targets+=(--lib)
+    $statement && targets+=(--lib)
     if ! put_back "$patch" test --features failpoints "${targets[@]}" --no-run; then
         missed=$((missed + 1))
         continue
     fi
-    # A statement mutant is judged by the store's own tests first (a
-    # closed day, a clock gone back: cases the model's batches do not make).
     started=$(date +%s)
     store_failed=""
-    if [[ $patch == */statement/* ]] && ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
+    if $statement && ! (cd "$tree" && CARGO_TARGET_DIR="$REPO/$out/target" \
             cargo test --features failpoints --lib store:: >> "$REPO/$log" 2>&1); then
         store_failed=$(sed -n 's/^---- \(.*\) stdout ----$/\1/p' "$log" | head -3 | tr '\n' ' ')
     fi
@@ -94,7 +96,7 @@ for patch in "${store_patches[@]}"; do
             cargo test --features failpoints --test model_store >> "$REPO/$log" 2>&1); then
         verdict="**no**"
         words="passed $cases cases"
-        [[ $patch == */statement/* ]] && words="passed the store's tests and $cases cases"
+        $statement && words="passed the store's tests and $cases cases"
         missed=$((missed + 1))
     else
         verdict=yes
