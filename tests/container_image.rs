@@ -4,7 +4,8 @@
 //! debootstrap and the build stage is replaced by the binary cargo built for
 //! these tests): three `migrate` containers at once, then `run` as a
 //! least-privilege login with a read-only root filesystem and no
-//! capabilities, until `/healthz` answers; SIGTERM must end it with 0.
+//! capabilities, until `/healthz` answers; SIGTERM must end it with 0;
+//! then the image is removed.
 //! Needs root (rootful podman), as `make test` on CI has.
 
 mod common;
@@ -36,4 +37,14 @@ fn the_image_starts_answers_healthz_and_stops_cleanly_on_sigterm() {
     ] {
         assert!(said.contains(line), "{line:?} not in:\n{said}");
     }
+    // Made again on every run, so none is kept: each would hold its layer.
+    let kept = Command::new("podman")
+        .args(["image", "exists", "localhost/inventory-inbox:check"])
+        .status()
+        .expect("run podman image exists");
+    assert_eq!(
+        kept.code(),
+        Some(1),
+        "the image outlived its check:\n{said}"
+    );
 }
