@@ -426,3 +426,32 @@ async fn the_parked_list_of_an_order_reads_the_record_key_index(pool: PgPool) {
         "the list read no record-key index ({before} scans before, {after} after)"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_record_the_statement_parks_names_its_events_order_not_its_key(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 10)]).await;
+    let unknown = order("K-1", "SKU-NOPE", 1);
+    let mut batch = records(&[unknown.clone()]);
+    // A producer keyed by something else than the order: the log line and
+    // the DLQ copy name the event's order, which the key only stands in
+    // for when the record did not decode.
+    batch[0].key = Some(b"customer-7".to_vec());
+    let outcome = inbox.apply_records(&batch, None).await.expect("parked");
+    let [row] = &outcome.newly_parked[..] else {
+        panic!("one parked: {outcome:?}")
+    };
+    assert_eq!(
+        (row.reason, row.message_id, row.order_id.as_deref()),
+        (
+            ParkReason::UnknownSku,
+            Some(unknown.message_id),
+            Some("K-1")
+        )
+    );
+    let stored: (Option<uuid::Uuid>, String) =
+        sqlx::query_as("SELECT message_id, reason FROM inbox_parked")
+            .fetch_one(&pool)
+            .await
+            .expect("the parked row");
+    assert_eq!(stored, (Some(unknown.message_id), "unknown_sku".to_owned()));
+}
