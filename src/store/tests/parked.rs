@@ -431,7 +431,7 @@ async fn the_parked_list_of_an_order_reads_the_record_key_index(pool: PgPool) {
 async fn a_record_the_statement_parks_names_its_events_order_not_its_key(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-A", 10)]).await;
     let unknown = order("K-1", "SKU-NOPE", 1);
-    let mut batch = records(&[unknown.clone()]);
+    let mut batch = records(std::slice::from_ref(&unknown));
     // A producer keyed by something else than the order: the log line and
     // the DLQ copy name the event's order, which the key only stands in
     // for when the record did not decode.
