@@ -94,8 +94,8 @@ $(tail -40 "$work/build.log")
 space left where podman writes:
 $(df -h "$TMPDIR" /var/lib/containers 2>&1)"
 say "built $image: $(($(podman image inspect "$image" --format '{{.Size}}') / 1000000)) MB"
-# Each build leaves the image it replaces untagged; without this every run
-# of the test keeps another ~340 MB.
+# A build leaves the image it replaces untagged (one a failed run kept);
+# without this each would keep another ~340 MB.
 podman image prune -f >/dev/null 2>&1 || true
 
 container=image-check-$$
@@ -155,5 +155,5 @@ say "SIGTERM: exit status $status; $(podman logs "$container" 2>&1 | grep -c .) 
 say "ok: $image starts, answers /healthz and stops cleanly on SIGTERM"
 # The image is made again on every run: keeping it holds its layer for
 # nothing (the base image stays, so the next build does not debootstrap).
-podman rm -f "$container" >/dev/null 2>&1 || true
+# -f removes the stopped container with it.
 podman rmi -f "$image" >/dev/null 2>&1 || true
