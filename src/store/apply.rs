@@ -27,7 +27,7 @@ const APPLY_BATCH: &str = include_str!("../../sql/apply_batch.sql");
 /// How often a batch is run again at once because a concurrent batch
 /// committed first (`StoreError::Raced`), before it is retried as a
 /// transient failure.
-const MAX_RACES: u32 = 5;
+pub(super) const MAX_RACES: u32 = 5;
 
 /// What a batch did, for metrics, logs and the DLQ, and what to commit.
 #[derive(Debug, Default, Clone, PartialEq)]

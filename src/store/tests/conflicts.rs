@@ -1,5 +1,8 @@
 //! An id reused with another payload or day, a business duplicate, and
-//! batches of concurrent lanes or consumer names racing for a line.
+//! batches of concurrent lanes or consumer names racing for a line, and a
+//! batch that loses the race for an id run again.
+
+use sqlx::{Connection as _, Executor as _, PgConnection};
 
 use super::*;
 
@@ -361,4 +364,144 @@ async fn reservations_are_looked_up_from_the_first_day_that_holds_one(pool: PgPo
         scalar(&pool, "SELECT reserved FROM inventory_stock").await,
         1
     );
+}
+
+/// A batch that loses the race for one of its ids (a concurrent writer
+/// commits that id's ledger row between the batch's look-up and its write)
+/// is run again at once, not failed as transient: the second run judges
+/// the id against the row that won, and the rest of the batch is applied.
+#[sqlx::test(migrations = false)]
+async fn a_batch_that_loses_the_race_for_an_id_is_run_again_at_once(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let events = orders("O", 3, "SKU-A", 1);
+    let outcome = losing_races(&pool, &inbox, &events, &[1])
+        .await
+        .expect("applied after the race, not failed");
+    assert_eq!(parked_of(&outcome), [(ParkReason::EventIdConflict, 1)]);
+    assert_eq!((outcome.processed, outcome.lines_reserved), (2, 2));
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        2
+    );
+}
+
+/// A batch is run again at once for as many races as `MAX_RACES`; one
+/// more, and it fails as transient (the pipeline retries it after a
+/// pause), having written nothing.
+#[sqlx::test(migrations = false)]
+async fn a_batch_that_keeps_losing_races_fails_as_transient(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-A", 100)]).await;
+    let races = super::super::apply::MAX_RACES as usize;
+    let events = orders("O", races + 2, "SKU-A", 1);
+    let contested: Vec<usize> = (0..races).collect();
+    let outcome = losing_races(&pool, &inbox, &events[..races + 1], &contested)
+        .await
+        .expect("applied after as many races as are run again");
+    assert_eq!(
+        outcome.parked_before.len() + outcome.newly_parked.len(),
+        races
+    );
+    assert_eq!(outcome.processed, 1);
+
+    let later = Inbox::new(pool.clone().into(), "store-tests".into());
+    let contested: Vec<usize> = (0..=races).collect();
+    let refused = losing_races(
+        &pool,
+        &later,
+        &orders("P", races + 2, "SKU-A", 1),
+        &contested,
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::Transient {
+                reason: RetryReason::SerializationFailure,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        1,
+        "the refused batch wrote nothing"
+    );
+}
+
+/// Applies `events` as one batch of partition 0 at offset 0 while each
+/// `contested` one's id has a winner: a ledger row of another payload,
+/// written before the batch looks its ids up by a transaction of its own,
+/// committed only once the batch waits for it; the batch loses one race
+/// for each.
+async fn losing_races(
+    pool: &PgPool,
+    inbox: &Inbox,
+    events: &[OrderPlaced],
+    contested: &[usize],
+) -> Result<BatchOutcome, StoreError> {
+    register_codes(&pool.clone().into(), "store-tests", &["orders".into()])
+        .await
+        .expect("the codes");
+    let mut winners = Vec::new();
+    for event in contested.iter().map(|&at| &events[at]) {
+        // A connection of its own: the pool's few are the batch's.
+        let mut winner = PgConnection::connect_with(&pool.connect_options())
+            .await
+            .expect("the winner's connection");
+        winner.execute("BEGIN").await.expect("begin");
+        sqlx::query(
+            "INSERT INTO processed_inbox (message_id, kafka_offset, payload_hash, event_day,
+                                          kafka_partition, status, consumer, topic, aggregate_id)
+             SELECT $1, 0, 1, $2, 7, 'p', c.code, (SELECT inbox_topic_code('orders')), $3
+             FROM inbox_consumer c
+             WHERE c.name = 'store-tests'",
+        )
+        .bind(event.message_id)
+        .bind(event.occurred_at.date_naive())
+        .bind(&event.order_id)
+        .execute(&mut winner)
+        .await
+        .expect("the winner's ledger row");
+        let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::xid::text")
+            .fetch_one(&mut winner)
+            .await
+            .expect("the winner's transaction id");
+        winners.push((xid, winner));
+    }
+    let release = async {
+        while !winners.is_empty() {
+            let awaited = awaited_winner(pool, &winners).await;
+            let (_, mut winner) = winners.swap_remove(awaited);
+            winner.execute("COMMIT").await.expect("the winner commits");
+        }
+    };
+    let batch = records(events);
+    let (outcome, ()) = tokio::join!(inbox.apply_records(&batch, None), release);
+    outcome
+}
+
+/// Which of `winners` a session of this database waits for, once one
+/// does. Bounded: a batch that never waits fails the test.
+async fn awaited_winner<T>(pool: &PgPool, winners: &[(String, T)]) -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let awaited: Vec<String> = sqlx::query_scalar(
+            "SELECT l.transactionid::text FROM pg_locks l
+             JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE a.datname = current_database() AND l.locktype = 'transactionid'
+               AND NOT l.granted",
+        )
+        .fetch_all(pool)
+        .await
+        .expect("the locks waited for");
+        if let Some(at) = winners.iter().position(|(xid, _)| awaited.contains(xid)) {
+            return at;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch never waited for a winner"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! batches          a batch applied once, a refused record parked, a retry
-//! conflicts        ids reused, business duplicates, lanes racing for a line
+//! conflicts        ids reused, business duplicates, lanes racing for a line,
+//!                  a batch that loses a race for an id run again
 //! filter           the filters of closed days
 //! fingerprint      a redelivery told by its fingerprint
 //! maintenance      the pool, parked rows pruned, indexes compacted
