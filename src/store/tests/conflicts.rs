@@ -1,4 +1,4 @@
-//! An id reused with another payload or day, a business duplicate, and
+//! An id reused with another payload or day, a business duplicate,
 //! batches of concurrent lanes or consumer names racing for a line, and a
 //! batch that loses the race for an id run again.
 
