@@ -1,7 +1,8 @@
 //! SIGTERM drains: `/readyz` turns unready at once (draining), the batch in
 //! hand is still applied and committed, and the process exits 0 once its
 //! background tasks are done. And a stop right after an assignment, when
-//! the revoke runs as the Kafka client shuts down, exits too.
+//! the revoke runs as the Kafka client shuts down, exits too; so does a
+//! member after thousands of rounds of one record, each with its commit.
 
 mod common;
 
@@ -98,4 +99,45 @@ async fn a_stop_right_after_the_assignment_exits() {
             consumer.stop().await;
         }
     }
+}
+
+/// A member of one record a round (`--strategy per-record`) sends an offset
+/// commit a round, faster than the group coordinator answers them here: sent
+/// each without waiting, they queued up, and the commit at close waited
+/// behind all of them (seen: 20 s after 5,000 records, past the 30 s a
+/// benchmark gives a stop after 20,000). One in flight at a time, it stops
+/// at once, and Kafka holds every offset the database has.
+#[tokio::test]
+async fn a_member_of_many_one_record_rounds_stops_at_once() {
+    const PARTITIONS: i32 = 12;
+    const RECORDS: i64 = 6_000;
+    let topic = fresh_topic(PARTITIONS).await;
+    let db = TestDb::new().await;
+    db.seed_stock(&[("SKU-1", 1_000_000)]).await;
+    let records: Vec<Outgoing> = (0..RECORDS)
+        .map(|i| {
+            Outgoing::event(&order(&format!("ONE-{i}"), &[("SKU-1", 1)]))
+                .on_partition((i % i64::from(PARTITIONS)) as i32)
+        })
+        .collect();
+    produce(&producer(), &topic, &records).await;
+    let spec = ConsumerSpec::new(&db, &topic).env("INBOX_STRATEGY", "per-record");
+    let mut consumer = spec.start();
+    wait_for_ledger(&db, RECORDS, Duration::from_secs(180)).await;
+
+    consumer.signal(libc::SIGTERM);
+    // The queued commits took seconds for each thousand records: a bound
+    // that holds only without them (deploy/ gives a pod 60 s).
+    let status = consumer.wait(Duration::from_secs(10)).await;
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        consumer.log_text()
+    );
+    let committed = committed_offsets(&spec.group, &topic, PARTITIONS);
+    assert_eq!(
+        committed.values().sum::<i64>(),
+        RECORDS,
+        "every offset committed: {committed:?}"
+    );
 }

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaResult;
@@ -48,7 +49,14 @@ struct Tracked {
     /// Partitions revoked since the pipeline last looked: records of these
     /// still held in memory must be dropped (their new owner rereads them).
     revoked: Vec<PartitionKey>,
+    /// When the commit sent without waiting that Kafka has not answered yet
+    /// was sent ([`CommittedOffsets::may_send`]).
+    in_flight_since: Option<Instant>,
 }
+
+/// How long a commit sent without waiting is waited for before another is
+/// sent beside it: its answer may have been lost with the coordinator.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
 impl CommittedOffsets {
     fn tracked(&self) -> std::sync::MutexGuard<'_, Tracked> {
@@ -128,6 +136,31 @@ impl CommittedOffsets {
         to_list(self.tracked().next.iter())
     }
 
+    /// Whether a commit may be sent without waiting now, and if so, that it
+    /// is in flight from now: one at a time, each carrying the newest
+    /// offsets of every partition. A commit per round would queue up behind
+    /// the group coordinator once rounds come faster than it answers (one
+    /// record a round: 20 s of commits queued after 5,000 records, which
+    /// the commit at close waited behind), and a later offset makes an
+    /// earlier one moot.
+    pub fn may_send(&self) -> bool {
+        let mut tracked = self.tracked();
+        if tracked
+            .in_flight_since
+            .is_some_and(|since| since.elapsed() < ANSWER_WAIT)
+        {
+            return false;
+        }
+        tracked.in_flight_since = Some(Instant::now());
+        true
+    }
+
+    /// Kafka answered a commit (it confirmed or refused it): the next may
+    /// be sent.
+    pub fn answered(&self) {
+        self.tracked().in_flight_since = None;
+    }
+
     /// Records what a successful commit made Kafka hold.
     pub fn confirm(&self, committed: &TopicPartitionList) {
         let mut tracked = self.tracked();
@@ -190,21 +223,26 @@ pub fn to_list<'a>(
 /// unconfirmed ones again). Its result reaches the commit callback
 /// ([`super::InboxContext`]): what Kafka refused is counted there, what it
 /// confirmed is not sent again. A commit that could not even be sent is
-/// counted here, and sent again with the unconfirmed ones.
+/// counted here, and sent again with the unconfirmed ones. True when it was
+/// sent (an answer is to come).
 pub fn send<C: ConsumerContext>(
     consumer: &impl Consumer<C>,
     offsets: &TopicPartitionList,
     metrics: &Metrics,
-) {
+) -> bool {
     if offsets.count() == 0 {
-        return;
+        return false;
     }
-    if let Err(error) = commit_async(consumer, offsets) {
-        OffsetCommitFailed {
-            error: &error,
-            step: CommitStep::NotSent,
+    match commit_async(consumer, offsets) {
+        Ok(()) => true,
+        Err(error) => {
+            OffsetCommitFailed {
+                error: &error,
+                step: CommitStep::NotSent,
+            }
+            .emit(metrics);
+            false
         }
-        .emit(metrics);
     }
 }
 
@@ -281,6 +319,15 @@ mod tests {
         }
         tracked.assign(&list);
         tracked
+    }
+
+    #[test]
+    fn one_commit_is_in_flight_at_a_time() {
+        let tracked = assigned(&[0]);
+        assert!(tracked.may_send());
+        assert!(!tracked.may_send(), "the first is not answered yet");
+        tracked.answered();
+        assert!(tracked.may_send(), "answered: the next may go");
     }
 
     #[test]

@@ -149,6 +149,7 @@ impl ConsumerContext for InboxContext {
     }
 
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        self.offsets.answered();
         match result {
             Ok(()) => {
                 tracing::debug!(partitions = offsets.count(), "offset commit confirmed");

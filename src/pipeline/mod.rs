@@ -312,13 +312,11 @@ impl Pipeline {
         if let Some(dlq) = &self.dlq {
             publish_parked(dlq, batches, outcome);
         }
-        // A dropped commit is sent again with the unconfirmed ones.
+        // A dropped commit is sent again with the unconfirmed ones. While
+        // one is in flight, the next goes with the unconfirmed ones once it
+        // is answered (the next round, or the recommit tick).
         if !committed.is_empty() && !failpoint.drop_offset_commit() {
-            offsets::send(
-                &*self.consumer,
-                &offsets::to_list(committed.iter()),
-                &self.metrics,
-            );
+            self.send_unconfirmed();
         }
     }
 
@@ -440,13 +438,19 @@ impl Pipeline {
 
     /// Sends again the offsets Kafka has not confirmed.
     fn recommit_unconfirmed(&self) {
-        let pending = self.offsets.unconfirmed();
-        if pending.count() > 0 {
-            tracing::debug!(
-                partitions = pending.count(),
-                "sending offsets Kafka has not confirmed again"
-            );
-            offsets::send(&*self.consumer, &pending, &self.metrics);
+        if self.offsets.unconfirmed().count() > 0 {
+            tracing::debug!("sending offsets Kafka has not confirmed again");
+            self.send_unconfirmed();
+        }
+    }
+
+    /// Sends the offsets Kafka has not confirmed, unless a commit is in
+    /// flight ([`offsets::CommittedOffsets::may_send`]).
+    fn send_unconfirmed(&self) {
+        if self.offsets.may_send()
+            && !offsets::send(&*self.consumer, &self.offsets.unconfirmed(), &self.metrics)
+        {
+            self.offsets.answered();
         }
     }
 
