@@ -156,7 +156,9 @@ impl CommittedOffsets {
     }
 
     /// Kafka answered a commit (it confirmed or refused it): the next may
-    /// be sent.
+    /// be sent. The answer to a commit made waiting (on a revoke, at close)
+    /// comes here too and may let one more go beside one in flight: two at
+    /// most, never a queue.
     pub fn answered(&self) {
         self.tracked().in_flight_since = None;
     }
