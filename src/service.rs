@@ -444,6 +444,7 @@ async fn maintain_periodically(
                 Ok(Some(built)) => tracing::info!(
                     day = %built.day,
                     ids = built.ids,
+                    orders = built.orders,
                     words = built.words,
                     took_ms = built.took.as_millis() as u64,
                     "ledger filter of a closed day built"

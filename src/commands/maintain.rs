@@ -20,9 +20,10 @@ pub async fn run(args: DatabaseArgs) -> anyhow::Result<()> {
     }
     while let Some(built) = store::build_next_filter(&pool).await? {
         println!(
-            "ledger filter of {} built: {} ids, {} words, {} ms",
+            "ledger filter of {} built: {} ids ({} of them order ids), {} words, {} ms",
             built.day,
             built.ids,
+            built.orders,
             built.words,
             built.took.as_millis()
         );

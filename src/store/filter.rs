@@ -1,12 +1,15 @@
-//! The filter of each closed day of the ledger
+//! The filter of each closed day of the ledger and the reservations
 //! (docs/design.md#the-filter-of-closed-days): a blocked Bloom filter of the
-//! day's message ids, built by maintenance once the day is over and every
-//! transaction that could still write it uncounted has ended, so that a
-//! batch looks an id up on a closed day only when the filter may hold it.
-//! The database hashes the ids (`uuid_hash_extended`, seeds 0 and 1) for the
-//! build as for the look-up; this file sets the bits that
-//! `inbox_filter_may_hold` reads (migrations/20261205000003_ledger_filter.sql,
-//! and 20261205000004 for the days closed by the clock).
+//! day's message ids and of its reservations' order ids, built by
+//! maintenance once the day is over and every transaction that could still
+//! write it uncounted has ended, so that a batch looks an id (an order) up
+//! on a closed day only when the filter may hold it. The database hashes
+//! the keys (`uuid_hash_extended` of a message id, `hashtextextended` of an
+//! order id, seeds 0 and 1) for the build as for the look-ups; this file
+//! sets the bits that `inbox_ledger_seen` and `inbox_reservations_seen`
+//! test (migrations/20261205000005_ledger_filter_slots.sql,
+//! 20261207004001_reservation_filter.sql; 20261205000004 for the days
+//! closed by the clock).
 
 use std::time::{Duration, Instant};
 
@@ -52,7 +55,10 @@ const READY_POLL: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterBuilt {
     pub day: NaiveDate,
+    /// Keys in the filter: the day's message ids and order ids.
     pub ids: i64,
+    /// Of them, the order ids of the day's reservations.
+    pub orders: i64,
     /// 64-bit words: a power of two, 0 for a day that held no id.
     pub words: usize,
     pub took: Duration,
@@ -135,7 +141,8 @@ pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBui
         }
         Ok(Some(FilterBuilt {
             day,
-            ids,
+            ids: ids.ids,
+            orders: ids.orders,
             words,
             took: started.elapsed(),
         }))
@@ -173,7 +180,7 @@ async fn read_day(
     pool: &DbPool,
     connection: &mut PgConnection,
     day: NaiveDate,
-) -> Result<Option<(i64, i64, Words)>, StoreError> {
+) -> Result<Option<(i64, Ids, Words)>, StoreError> {
     // One snapshot for the count of late writes and the ids: a row it does
     // not hold was committed later, and counted as a late write then (a
     // transaction that could write the day uncounted is older than the
@@ -187,8 +194,10 @@ async fn read_day(
             .as_str(),
         )
         .await?;
-    let claim: Option<(i64, i64)> = sqlx::query_as(
-        "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1)
+    let claim: Option<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1),
+                (SELECT count(*) FROM (SELECT DISTINCT r.order_id FROM order_reservation r
+                                       WHERE r.reserved_day = $1) AS o)
          FROM inbox_ledger_filter f
          WHERE f.event_day = $1
            AND pg_snapshot_xmin(pg_current_snapshot()) >= f.closed_xid
@@ -198,11 +207,15 @@ async fn read_day(
     .persistent(pool.prepares())
     .fetch_optional(&mut *connection)
     .await?;
-    let Some((late_writes, ids)) = claim else {
+    let Some((late_writes, message_ids, orders)) = claim else {
         connection.execute("ROLLBACK").await?;
         return Ok(None);
     };
-    let mut filter = Words::for_ids(ids);
+    let ids = Ids {
+        ids: message_ids + orders,
+        orders,
+    };
+    let mut filter = Words::for_ids(ids.ids);
     // Through a cursor, a page at a time: the day may not fit in memory
     // as rows.
     sqlx::query(READ_DAY)
@@ -226,6 +239,14 @@ async fn read_day(
     Ok(Some((late_writes, ids, filter)))
 }
 
+/// The keys a day's filter holds: its message ids and order ids together
+/// (`ids`), and of them the order ids.
+#[derive(Debug, Clone, Copy)]
+struct Ids {
+    ids: i64,
+    orders: i64,
+}
+
 /// Writes the day's filter, a statement's chunks at a time (the filter is
 /// in memory once), and publishes it in the same transaction. Returns its
 /// words.
@@ -233,7 +254,7 @@ async fn publish(
     pool: &DbPool,
     connection: &mut PgConnection,
     day: NaiveDate,
-    (late_writes, ids): (i64, i64),
+    (late_writes, ids): (i64, Ids),
     filter: &Words,
 ) -> Result<usize, StoreError> {
     connection.execute(begin(pool).as_str()).await?;
@@ -248,10 +269,11 @@ async fn publish(
             .await?;
     }
     let words = filter.words.len();
-    sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4)")
+    sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4, $5)")
         .bind(day)
         .bind(late_writes)
-        .bind(ids)
+        .bind(ids.ids)
+        .bind(ids.orders)
         .bind(i64::try_from(words).unwrap_or(i64::MAX))
         .persistent(pool.prepares())
         .execute(&mut *connection)

@@ -532,3 +532,198 @@ async fn yesterdays_filter_waits_for_a_batch_from_before_midnight(pool: PgPool) 
         1
     );
 }
+
+/// Lines reserved `days_ago` (by a batch of that day): one of `quantity`
+/// of `sku` for each of `orders`, written as the owner writes a day's rows;
+/// then maintenance finds the first day of reservations that holds one, as
+/// it would have since that day.
+async fn reserved_on(pool: &PgPool, days_ago: i32, orders: &[String], sku: &str, quantity: i32) {
+    sqlx::query(
+        "INSERT INTO order_reservation (message_id, reserved_day, status, quantity, order_id, sku)
+         SELECT gen_random_uuid(), inbox_today() - $1, 'reserved', $4, o, $3
+         FROM unnest($2::text[]) AS o",
+    )
+    .bind(days_ago)
+    .bind(orders)
+    .bind(sku)
+    .bind(quantity)
+    .execute(pool)
+    .await
+    .expect("reservations of an earlier day");
+    sqlx::query("SELECT inbox_reservations_close()")
+        .execute(pool)
+        .await
+        .expect("the first day of reservations");
+}
+
+/// How a batch looks a closed day of the reservations up: 'filter',
+/// 'full' or 'none' (inbox_reservation_closed_days).
+async fn reservation_lookup(pool: &PgPool, day: chrono::NaiveDate) -> String {
+    sqlx::query_scalar(
+        "SELECT lookup FROM inbox_reservation_closed_days('-infinity') WHERE reserved_day = $1",
+    )
+    .bind(day)
+    .fetch_one(pool)
+    .await
+    .expect("the day's look-up")
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_closed_days_filter_holds_the_orders_its_reservations_name(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-O", 100_000)]).await;
+    let day = (Utc::now() - chrono::Duration::days(4)).date_naive();
+    let names: Vec<String> = (0..200).map(|n| format!("O-{n}")).collect();
+    reserved_on(&pool, 4, &names, "SKU-O", 1).await;
+    assert_eq!(
+        reservation_lookup(&pool, day).await,
+        "full",
+        "before its build"
+    );
+    let built = build_filter_of(&pool, day).await;
+    let ours = built
+        .iter()
+        .find(|b| b.day == day)
+        .expect("the day's filter");
+    // 200 order ids, no message id: 4,000 bits at least, 64 words.
+    assert_eq!((ours.ids, ours.orders, ours.words), (200, 200, 64));
+    assert_eq!(reservation_lookup(&pool, day).await, "filter");
+    // Every order of the day is one the filter may hold; of orders it
+    // never saw, under 0.4 %.
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT count(*) FROM order_reservation o
+             WHERE o.reserved_day = CURRENT_DATE - 4
+               AND inbox_reservation_filter_may_hold(o.reserved_day, o.order_id) IS NOT TRUE",
+        )
+        .await,
+        0
+    );
+    let strangers = scalar(
+        &pool,
+        "SELECT count(*) FROM generate_series(1, 20000) AS n
+         WHERE inbox_reservation_filter_may_hold(CURRENT_DATE - 4, 'stranger-' || n)",
+    )
+    .await;
+    assert!(
+        strangers < 20000 / 250,
+        "{strangers} of 20,000 unseen orders pass"
+    );
+    // New events of those orders (other message ids): every one a business
+    // duplicate, found through the filter; one of another order is fresh.
+    let mut events = orders("O", 100, "SKU-O", 1);
+    events.push(order("O-new", "SKU-O", 1));
+    let outcome = inbox
+        .apply_records(&records(&events), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (
+            outcome.processed,
+            outcome.business_duplicates,
+            outcome.lines_reserved
+        ),
+        (101, 100, 1),
+        "{outcome:?}"
+    );
+    // The slots decide: with their words cleared (as no one but the owner
+    // can), the day's orders are not looked up, and one reserves again.
+    sqlx::query(
+        "UPDATE inbox_ledger_filter_slot
+         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
+    )
+    .execute(&pool)
+    .await
+    .expect("clear the slots");
+    let unseen = inbox
+        .apply_records(&records_at(1, 0, &[order("O-150", "SKU-O", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!((unseen.business_duplicates, unseen.lines_reserved), (0, 1));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_late_reservation_into_a_filtered_day_is_seen_until_the_filter_holds_it(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-P", 100)]).await;
+    let day = (Utc::now() - chrono::Duration::days(3)).date_naive();
+    reserved_on(&pool, 3, &["P-0".to_owned()], "SKU-P", 1).await;
+    build_filter_of(&pool, day).await;
+    assert_eq!(reservation_lookup(&pool, day).await, "filter");
+    let before = scalar(
+        &pool,
+        "SELECT late_writes FROM inbox_ledger_filter WHERE event_day = CURRENT_DATE - 3",
+    )
+    .await;
+    // A line reserved into the day after its filter was built (by hand,
+    // or a batch after midnight): counted, and the day looked up in full.
+    reserved_on(&pool, 3, &["P-1".to_owned(), "P-2".to_owned()], "SKU-P", 1).await;
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT late_writes FROM inbox_ledger_filter WHERE event_day = CURRENT_DATE - 3"
+        )
+        .await,
+        before + 2
+    );
+    assert_eq!(reservation_lookup(&pool, day).await, "full");
+    let again = inbox
+        .apply_records(&records(&[order("P-1", "SKU-P", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.business_duplicates, again.lines_reserved), (1, 0));
+    build_filter_of(&pool, day).await;
+    assert_eq!(reservation_lookup(&pool, day).await, "filter");
+    let third = inbox
+        .apply_records(&records_at(0, 1, &[order("P-2", "SKU-P", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (third.business_duplicates, third.lines_reserved),
+        (1, 0),
+        "through the new filter"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT reserved FROM inventory_stock").await,
+        0
+    );
+}
+
+/// A filter built before filters held order ids serves the ledger's ids
+/// still, the day's reservations are looked up in full, and maintenance
+/// builds it again.
+#[sqlx::test(migrations = false)]
+async fn a_filter_built_without_order_ids_is_built_again(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-Q", 100)]).await;
+    let at = Utc::now() - chrono::Duration::days(5);
+    let day = at.date_naive();
+    inbox
+        .apply_records(&records_at(0, 0, &[order_at("Q-0", "SKU-Q", 1, at)]), None)
+        .await
+        .expect("applied");
+    reserved_on(&pool, 5, &["Q-1".to_owned()], "SKU-Q", 1).await;
+    build_filter_of(&pool, day).await;
+    sqlx::query("UPDATE inbox_ledger_filter SET orders = NULL WHERE event_day = $1")
+        .bind(day)
+        .execute(&pool)
+        .await
+        .expect("as built before");
+    assert_eq!(reservation_lookup(&pool, day).await, "full");
+    assert!(
+        filter_is_clean(&pool, day).await,
+        "the ledger's ids filtered still"
+    );
+    let business = inbox
+        .apply_records(&records_at(0, 1, &[order("Q-1", "SKU-Q", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (business.business_duplicates, business.lines_reserved),
+        (1, 0)
+    );
+    let rebuilt = build_filters(&pool).await;
+    assert!(
+        rebuilt.iter().any(|b| b.day == day && b.orders == 1),
+        "{rebuilt:?}"
+    );
+    assert_eq!(reservation_lookup(&pool, day).await, "filter");
+}
