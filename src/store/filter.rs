@@ -25,26 +25,25 @@ const NEXT_DAY: &str = include_str!("../../sql/filter_next_day.sql");
 const READ_DAY: &str = include_str!("../../sql/filter_read_day.sql");
 const UNFILTERED_DAYS: &str = include_str!("../../sql/filter_unfiltered_days.sql");
 const LAID_DAYS: &str = include_str!("../../sql/filter_laid_days.sql");
-const FETCH_PAGE: &str = "FETCH 100000 FROM inbox_filter_ids";
+const FETCH_PAGE: &str = "FETCH 100000 FROM inbox_filter_words";
 /// A build or a lay-out reads a day of production traffic: minutes.
 const NO_STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 0";
 
 /// Words of a chunk row of a day's filter: 3,968 bytes, two rows to a page.
 const CHUNK_WORDS: usize = 496;
 /// Bits of the filter per id at least (its words are a power of two, so 16
-/// to 32), and bits set per id, in one 64-bit word: about 0.4 % false
+/// to 32); an id sets 7 bits (`inbox_filter_mask`) in one 64-bit word: about 0.4 % false
 /// positives at 16 bits an id, 0.03 % at 32 (at 10 to 20 it was 1.9 % to
 /// 0.17 %: a false positive is a look-up of a closed day's key, a random
 /// page of an index of gigabytes at production size).
 const BITS_PER_ID: i64 = 16;
-const BITS_PER_ID_SET: i64 = 7;
 /// The most words a filter may have: its word is 31 bits of a hash.
 const MAX_WORDS: u64 = 1 << 31;
 /// Words of the largest day in a slot row: the slots are its words / 8, so
 /// a row is at most 8 words a day (64 bytes).
 const WIDEST_DAY_WORDS: i64 = 8;
-/// Chunks, and slot rows, sent per statement (~4 MB).
-const CHUNKS_PER_STATEMENT: usize = 1000;
+/// Words of a filter, as chunks, and slot rows sent per statement (~4 MB).
+const WORDS_PER_STATEMENT: i64 = 1000 * CHUNK_WORDS as i64;
 const SLOTS_PER_STATEMENT: i64 = 4096;
 /// How long a build waits for the transactions that could still write a
 /// day just closed (batches of a few milliseconds), and how often it looks.
@@ -64,55 +63,21 @@ pub struct FilterBuilt {
     pub took: Duration,
 }
 
-/// A register-blocked Bloom filter being built: a power of two of 64-bit
-/// words, each id's 7 bits in one word.
-struct Words {
-    words: Vec<u64>,
-}
-
-impl Words {
-    fn for_ids(ids: i64) -> Self {
-        let needed = u64::try_from((ids * BITS_PER_ID + 63) / 64).unwrap_or(0);
-        let len = if needed == 0 {
-            0
-        } else {
-            needed.next_power_of_two().min(MAX_WORDS)
-        };
-        Self {
-            words: vec![0; usize::try_from(len).unwrap_or(0)],
-        }
+/// The words of a filter of `ids` keys: a power of two, at least
+/// `BITS_PER_ID` bits a key; 0 for a day that held none.
+fn words_for(ids: i64) -> i64 {
+    let needed = u64::try_from((ids * BITS_PER_ID + 63) / 64).unwrap_or(0);
+    if needed == 0 {
+        return 0;
     }
-
-    /// Sets the bits of an id with hashes `h1`, `h2`: its word is the low 31
-    /// bits of `h1` mod the words, its bits [`mask`] of `h2` (the arithmetic
-    /// of `inbox_filter_mask` and sql/apply_batch.sql on the same signed
-    /// 64-bit values).
-    fn insert(&mut self, h1: i64, h2: i64) {
-        if self.words.is_empty() {
-            return;
-        }
-        let word = (h1 & 0x7fff_ffff) as usize % self.words.len();
-        self.words[word] |= mask(h2);
-    }
-
-    /// The words as the chunk rows hold them: little-endian, 496 a row.
-    fn chunk_rows(&self) -> Vec<Vec<u8>> {
-        self.words
-            .chunks(CHUNK_WORDS)
-            .map(|chunk| chunk.iter().flat_map(|word| word.to_le_bytes()).collect())
-            .collect()
-    }
-}
-
-/// The bits an id sets in its word: bits 6i..6i+5 of `h2` for i in 0..7.
-fn mask(h2: i64) -> u64 {
-    (0..BITS_PER_ID_SET).fold(0, |mask, i| mask | 1 << ((h2 >> (6 * i)) & 63))
+    i64::try_from(needed.next_power_of_two().min(MAX_WORDS)).unwrap_or(i64::MAX)
 }
 
 /// Builds the filter of the next closed day that has none, or one that
-/// missed a late write; `None` when every closed day has a clean one, or
-/// another instance is building one now. Its own connection, without the
-/// statement timeout: a day of production traffic is minutes of reading.
+/// missed a late write or was built without order ids; `None` when every
+/// closed day has a clean one, or another instance is building one now.
+/// Its own connections, without the statement timeout: a day of
+/// production traffic is minutes of reading.
 pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBuilt>, StoreError>> {
     // Boxed: the compiler cannot otherwise tell that the future is Send
     // for any lifetime of `pool` (a spawned task awaits it).
@@ -123,19 +88,15 @@ pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBui
             return Ok(None);
         };
         let started = Instant::now();
-        let mut connection = pool.connect_own().await?;
-        let Some((late_writes, ids, filter)) = read_day(pool, &mut connection, day).await? else {
-            connection.close().await?;
+        let Some((ids, words)) = build_day(pool, day).await? else {
             return Ok(None);
         };
-        let words = publish(pool, &mut connection, day, (late_writes, ids), &filter).await?;
         // The slots once no other day is ready to build: each lay-out
         // writes every day's filter again.
         let another_ready = sqlx::query_as::<_, (NaiveDate, bool)>(NEXT_DAY)
             .fetch_optional(pool)
             .await?
             .is_some_and(|(_, ready)| ready);
-        connection.close().await?;
         if !another_ready {
             lay_out(pool).await?;
         }
@@ -143,7 +104,7 @@ pub fn build_next_filter(pool: &DbPool) -> BoxFuture<'_, Result<Option<FilterBui
             day,
             ids: ids.ids,
             orders: ids.orders,
-            words,
+            words: usize::try_from(words).unwrap_or(usize::MAX),
             took: started.elapsed(),
         }))
     }
@@ -173,27 +134,96 @@ async fn next_ready_day(pool: &DbPool) -> Result<Option<NaiveDate>, StoreError> 
     }
 }
 
-/// The late writes counted, the ids and the day's filter, in one
-/// snapshot; `None` when another instance is building a filter now, or the
-/// snapshot could still miss a write of the day.
-async fn read_day(
-    pool: &DbPool,
-    connection: &mut PgConnection,
-    day: NaiveDate,
-) -> Result<Option<(i64, Ids, Words)>, StoreError> {
-    // One snapshot for the count of late writes and the ids: a row it does
-    // not hold was committed later, and counted as a late write then (a
-    // transaction that could write the day uncounted is older than the
-    // day's closed_xid, and the snapshot's oldest running one is not).
-    connection
-        .execute(
-            pool.begin_statement(
-                "ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-                NO_STATEMENT_TIMEOUT,
-            )
-            .as_str(),
-        )
+/// The keys a day's filter holds: its message ids and order ids together
+/// (`ids`), and of them the order ids.
+#[derive(Debug, Clone, Copy)]
+struct Ids {
+    ids: i64,
+    orders: i64,
+}
+
+/// Builds and publishes a day's filter: reads the day in one snapshot on
+/// one connection (the count of late writes, the keys, the words the
+/// database makes of them) while another writes the words, a statement's
+/// at a time, and publishes them in one transaction (a batch sees the old
+/// filter or the new). The builder holds one statement's words (~4 MB),
+/// never the filter (512 MB at 121 million events a day). `None` when
+/// another instance is building a filter now, or the snapshot could still
+/// miss a write of the day.
+async fn build_day(pool: &DbPool, day: NaiveDate) -> Result<Option<(Ids, i64)>, StoreError> {
+    let mut read = pool.connect_own().await?;
+    let Some((late_writes, ids)) = claim_day(pool, &mut read, day).await? else {
+        read.close().await?;
+        return Ok(None);
+    };
+    let words = words_for(ids.ids);
+    let mut write = pool.connect_own().await?;
+    write.execute(begin(pool).as_str()).await?;
+    sqlx::query(READ_DAY)
+        .bind(day)
+        .bind(words)
+        .persistent(pool.prepares())
+        .execute(&mut read)
         .await?;
+    let mut parts = Parts::of(words);
+    loop {
+        let page: Vec<(i64, i64)> = sqlx::query_as(FETCH_PAGE)
+            .persistent(pool.prepares())
+            .fetch_all(&mut read)
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        for (word, bits) in page {
+            while let Some(full) = parts.full_before(word) {
+                write_part(pool, &mut write, day, &full).await?;
+            }
+            parts.set(day, word, bits as u64)?;
+        }
+    }
+    for part in parts.rest() {
+        write_part(pool, &mut write, day, &part).await?;
+    }
+    sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4, $5)")
+        .bind(day)
+        .bind(late_writes)
+        .bind(ids.ids)
+        .bind(ids.orders)
+        .bind(words)
+        .persistent(pool.prepares())
+        .execute(&mut write)
+        .await?;
+    // Published before the read ends, under the read's lock: no other
+    // instance builds the day meanwhile.
+    write.execute("COMMIT").await?;
+    read.execute("COMMIT").await?;
+    write.close().await?;
+    read.close().await?;
+    Ok(Some((ids, words)))
+}
+
+/// Begins the read of a day (repeatable read: one snapshot for the count
+/// of late writes and the keys) and claims the build; the late writes
+/// counted and the keys, or `None` (rolled back) when another instance is
+/// building a filter now or the snapshot could still miss a write of the
+/// day.
+async fn claim_day(
+    pool: &DbPool,
+    read: &mut PgConnection,
+    day: NaiveDate,
+) -> Result<Option<(i64, Ids)>, StoreError> {
+    // A row the snapshot does not hold was committed later, and counted as
+    // a late write then (a transaction that could write the day uncounted
+    // is older than the day's closed_xid, and the snapshot's oldest
+    // running one is not).
+    read.execute(
+        pool.begin_statement(
+            "ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            NO_STATEMENT_TIMEOUT,
+        )
+        .as_str(),
+    )
+    .await?;
     let claim: Option<(i64, i64, i64)> = sqlx::query_as(
         "SELECT f.late_writes, (SELECT count(*) FROM processed_inbox p WHERE p.event_day = $1),
                 (SELECT count(*) FROM (SELECT DISTINCT r.order_id FROM order_reservation r
@@ -205,94 +235,125 @@ async fn read_day(
     )
     .bind(day)
     .persistent(pool.prepares())
-    .fetch_optional(&mut *connection)
+    .fetch_optional(&mut *read)
     .await?;
     let Some((late_writes, message_ids, orders)) = claim else {
-        connection.execute("ROLLBACK").await?;
+        read.execute("ROLLBACK").await?;
         return Ok(None);
     };
     let ids = Ids {
         ids: message_ids + orders,
         orders,
     };
-    let mut filter = Words::for_ids(ids.ids);
-    // Through a cursor, a page at a time: the day may not fit in memory
-    // as rows.
-    sqlx::query(READ_DAY)
-        .bind(day)
-        .persistent(pool.prepares())
-        .execute(&mut *connection)
-        .await?;
-    loop {
-        let page: Vec<(i64, i64)> = sqlx::query_as(FETCH_PAGE)
-            .persistent(pool.prepares())
-            .fetch_all(&mut *connection)
-            .await?;
-        for (h1, h2) in &page {
-            filter.insert(*h1, *h2);
-        }
-        if page.is_empty() {
-            break;
+    Ok(Some((late_writes, ids)))
+}
+
+/// A statement's share of a filter's words: `words` from word `first`.
+#[derive(Debug, PartialEq, Eq)]
+struct Part {
+    first: i64,
+    words: Vec<u64>,
+}
+
+impl Part {
+    /// The part from `first` of a filter of `total` words, all clear.
+    fn at(first: i64, total: i64) -> Self {
+        let len = (total - first).clamp(0, WORDS_PER_STATEMENT);
+        Self {
+            first,
+            words: vec![0; usize::try_from(len).unwrap_or(0)],
         }
     }
-    connection.execute("COMMIT").await?;
-    Ok(Some((late_writes, ids, filter)))
-}
 
-/// The keys a day's filter holds: its message ids and order ids together
-/// (`ids`), and of them the order ids.
-#[derive(Debug, Clone, Copy)]
-struct Ids {
-    ids: i64,
-    orders: i64,
-}
-
-/// Writes the day's filter, a statement's chunks at a time (the filter is
-/// in memory once), and publishes it in the same transaction. Returns its
-/// words.
-async fn publish(
-    pool: &DbPool,
-    connection: &mut PgConnection,
-    day: NaiveDate,
-    (late_writes, ids): (i64, Ids),
-    filter: &Words,
-) -> Result<usize, StoreError> {
-    connection.execute(begin(pool).as_str()).await?;
-    let rows = filter.chunk_rows();
-    for (first, part) in statements(&rows) {
-        sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
-            .bind(day)
-            .bind(first)
-            .bind(part)
-            .persistent(pool.prepares())
-            .execute(&mut *connection)
-            .await?;
+    fn end(&self) -> i64 {
+        self.first + self.words.len() as i64
     }
-    let words = filter.words.len();
-    sqlx::query("SELECT inbox_ledger_filter_publish($1, $2, $3, $4, $5)")
-        .bind(day)
-        .bind(late_writes)
-        .bind(ids.ids)
-        .bind(ids.orders)
-        .bind(i64::try_from(words).unwrap_or(i64::MAX))
-        .persistent(pool.prepares())
-        .execute(&mut *connection)
-        .await?;
-    connection.execute("COMMIT").await?;
-    Ok(words)
+
+    /// The number of its first chunk, and its chunk rows: 496 words
+    /// little-endian a row, the last maybe shorter.
+    fn chunk_rows(&self) -> (i32, Vec<Vec<u8>>) {
+        let first = i32::try_from(self.first / CHUNK_WORDS as i64).unwrap_or(i32::MAX);
+        let rows = self
+            .words
+            .chunks(CHUNK_WORDS)
+            .map(|chunk| chunk.iter().flat_map(|word| word.to_le_bytes()).collect())
+            .collect();
+        (first, rows)
+    }
 }
 
-/// The chunk rows a statement at a time, each part with the number of its
-/// first chunk.
-fn statements(rows: &[Vec<u8>]) -> impl Iterator<Item = (i32, &[Vec<u8>])> {
-    rows.chunks(CHUNKS_PER_STATEMENT)
-        .enumerate()
-        .map(|(n, part)| {
-            (
-                i32::try_from(n * CHUNKS_PER_STATEMENT).unwrap_or(i32::MAX),
-                part,
+/// The parts of a filter of `total` words as its words come, in order: the
+/// database sends each word that holds a key once, with its bits.
+struct Parts {
+    total: i64,
+    current: Part,
+}
+
+impl Parts {
+    fn of(total: i64) -> Self {
+        Self {
+            total,
+            current: Part::at(0, total),
+        }
+    }
+
+    /// The part being filled, once `word` lies past it, and the next one
+    /// begun (a part no word came for is written clear); `None` once the
+    /// part being filled holds `word`.
+    fn full_before(&mut self, word: i64) -> Option<Part> {
+        if word < self.current.end() || self.current.end() >= self.total {
+            return None;
+        }
+        let next = Part::at(self.current.end(), self.total);
+        Some(std::mem::replace(&mut self.current, next))
+    }
+
+    /// Sets a word of the part being filled: one [`Parts::full_before`]
+    /// let go holds it.
+    fn set(&mut self, day: NaiveDate, word: i64, bits: u64) -> Result<(), StoreError> {
+        let at = usize::try_from(word - self.current.first)
+            .ok()
+            .filter(|at| *at < self.current.words.len())
+            .ok_or_else(|| {
+                StoreError::Schema(format!(
+                    "the filter of {day} was sent word {word} of {} out of order",
+                    self.total
+                ))
+            })?;
+        self.current.words[at] = bits;
+        Ok(())
+    }
+
+    /// The part being filled and the ones after it, to the last word.
+    fn rest(self) -> impl Iterator<Item = Part> {
+        let total = self.total;
+        let after = self.current.end();
+        std::iter::once(self.current)
+            .filter(|part| !part.words.is_empty())
+            .chain(
+                (after..total)
+                    .step_by(WORDS_PER_STATEMENT as usize)
+                    .map(move |first| Part::at(first, total)),
             )
-        })
+    }
+}
+
+/// Writes a part of a day's filter as chunk rows.
+async fn write_part(
+    pool: &DbPool,
+    write: &mut PgConnection,
+    day: NaiveDate,
+    part: &Part,
+) -> Result<(), StoreError> {
+    let (first, rows) = part.chunk_rows();
+    sqlx::query("SELECT inbox_ledger_filter_chunks($1, $2, $3)")
+        .bind(day)
+        .bind(first)
+        .bind(rows)
+        .persistent(pool.prepares())
+        .execute(&mut *write)
+        .await?;
+    Ok(())
 }
 
 /// What begins a transaction of a build or a lay-out, on its own
@@ -535,44 +596,61 @@ mod tests {
 
     #[test]
     fn a_filter_is_sixteen_to_thirty_two_bits_an_id_in_a_power_of_two_of_words() {
-        assert_eq!(Words::for_ids(0).words.len(), 0);
-        assert_eq!(Words::for_ids(1).words.len(), 1);
-        for ids in [1_000_i64, 1_000_000, 121_000_000] {
-            let words = Words::for_ids(ids).words.len() as i64;
+        assert_eq!(words_for(0), 0);
+        assert_eq!(words_for(1), 1);
+        for ids in [1_000_i64, 1_000_000, 242_000_000] {
+            let words = words_for(ids);
             assert!(words.count_ones() == 1, "{words}");
             assert!((16..32).contains(&(words * 64 / ids)), "{ids}: {words}");
         }
     }
 
     #[test]
-    fn an_id_sets_up_to_seven_bits_in_one_word() {
-        let mut filter = Words::for_ids(10_000);
-        filter.insert(-0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321);
-        let set: Vec<_> = filter.words.iter().filter(|w| **w != 0).collect();
-        assert_eq!(set.len(), 1, "one word");
-        assert_eq!(*set[0], mask(0x0fed_cba9_8765_4321));
-        assert!((1..=7).contains(&set[0].count_ones()));
-        // The word: the low 31 bits of h1 mod the words (4,096 here).
-        let word = filter.words.iter().position(|w| *w != 0).unwrap();
-        assert_eq!(word, (0x6543_2110 & 0x7fff_ffff) % 4096);
-    }
-
-    #[test]
-    fn the_mask_takes_six_bits_of_h2_at_a_time() {
-        // Bits 0..6 of h2 name bit 5, the next six bit 1, the others bit 0.
-        assert_eq!(mask(5 | (1 << 6)), (1 << 5) | (1 << 1) | 1);
-        // A negative h2 shifts in ones above bit 63, never into the 42 read.
-        assert_eq!(mask(-1), 1 << 63);
-    }
-
-    #[test]
-    fn each_statement_of_a_filter_names_its_first_chunk() {
-        // A day of production traffic is tens of thousands of chunks.
-        let rows = vec![Vec::new(); 2 * CHUNKS_PER_STATEMENT + 5];
-        let parts: Vec<_> = statements(&rows)
-            .map(|(first, part)| (first, part.len()))
+    fn the_words_are_written_a_statement_at_a_time_clear_where_none_came() {
+        let day = NaiveDate::MIN;
+        let total = 2 * WORDS_PER_STATEMENT + 5;
+        let mut parts = Parts::of(total);
+        let mut written = Vec::new();
+        for (word, bits) in [(3, 0b101), (2 * WORDS_PER_STATEMENT + 1, 7)] {
+            while let Some(full) = parts.full_before(word) {
+                written.push(full);
+            }
+            parts.set(day, word, bits).expect("in order");
+        }
+        assert!(parts.set(day, 2, 1).is_err(), "a word sent out of order");
+        written.extend(parts.rest());
+        let shape: Vec<_> = written
+            .iter()
+            .map(|part| (part.first, part.words.len(), part.chunk_rows().0))
             .collect();
-        assert_eq!(parts, [(0, 1000), (1000, 1000), (2000, 5)]);
+        assert_eq!(
+            shape,
+            [
+                (0, 496_000, 0),
+                (WORDS_PER_STATEMENT, 496_000, 1000),
+                (2 * WORDS_PER_STATEMENT, 5, 2000)
+            ]
+        );
+        assert_eq!(written[0].words[3], 0b101);
+        assert!(written[1].words.iter().all(|word| *word == 0), "clear");
+        assert_eq!(written[2].words, [0, 7, 0, 0, 0]);
+        let (_, rows) = written[2].chunk_rows();
+        assert_eq!(
+            rows,
+            [[0u64, 7, 0, 0, 0]
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect::<Vec<u8>>()]
+        );
+        // A day that held no key: no word, no part.
+        assert_eq!(Parts::of(0).rest().count(), 0);
+        // Words that end in the last part: the parts after are written clear.
+        let mut early = Parts::of(total);
+        early.set(day, 1, 1).expect("in order");
+        assert_eq!(
+            early.rest().map(|part| part.first).collect::<Vec<_>>(),
+            [0, WORDS_PER_STATEMENT, 2 * WORDS_PER_STATEMENT]
+        );
     }
 
     #[test]
