@@ -556,6 +556,26 @@ async fn reserved_on(pool: &PgPool, days_ago: i32, orders: &[String], sku: &str,
         .expect("the first day of reservations");
 }
 
+/// A line of an order of its own reserved on each of these days before
+/// today: a window of more than 4 closed days holding reservations, which
+/// the batch looks up through their filters (fewer, it looks up in full).
+async fn reservations_on_days(pool: &PgPool, days_ago: &[i64]) {
+    for days in days_ago {
+        let days = i32::try_from(*days).expect("days");
+        reserved_on(pool, days, &[format!("filler-{days}")], "SKU-FILLER", 1).await;
+    }
+}
+
+/// Builds the filters of these days before today.
+async fn build_filters_of(pool: &PgPool, days_ago: &[i64]) -> Vec<FilterBuilt> {
+    let mut built = Vec::new();
+    for days in days_ago {
+        let day = (Utc::now() - chrono::Duration::days(*days)).date_naive();
+        built.extend(build_filter_of(pool, day).await);
+    }
+    built
+}
+
 /// How a batch looks a closed day of the reservations up: 'filter',
 /// 'full' or 'none' (inbox_reservation_closed_days).
 async fn reservation_lookup(pool: &PgPool, day: chrono::NaiveDate) -> String {
@@ -574,12 +594,13 @@ async fn a_closed_days_filter_holds_the_orders_its_reservations_name(pool: PgPoo
     let day = (Utc::now() - chrono::Duration::days(4)).date_naive();
     let names: Vec<String> = (0..200).map(|n| format!("O-{n}")).collect();
     reserved_on(&pool, 4, &names, "SKU-O", 1).await;
+    reservations_on_days(&pool, &[2, 3, 5, 6]).await;
     assert_eq!(
         reservation_lookup(&pool, day).await,
         "full",
         "before its build"
     );
-    let built = build_filter_of(&pool, day).await;
+    let built = build_filters_of(&pool, &[2, 3, 4, 5, 6]).await;
     let ours = built
         .iter()
         .find(|b| b.day == day)
@@ -647,7 +668,8 @@ async fn a_late_reservation_into_a_filtered_day_is_seen_until_the_filter_holds_i
     let inbox = inbox(pool.clone(), &[("SKU-P", 100)]).await;
     let day = (Utc::now() - chrono::Duration::days(3)).date_naive();
     reserved_on(&pool, 3, &["P-0".to_owned()], "SKU-P", 1).await;
-    build_filter_of(&pool, day).await;
+    reservations_on_days(&pool, &[2, 4, 5, 6]).await;
+    build_filters_of(&pool, &[2, 3, 4, 5, 6]).await;
     assert_eq!(reservation_lookup(&pool, day).await, "filter");
     let before = scalar(
         &pool,
@@ -701,7 +723,8 @@ async fn a_filter_built_without_order_ids_is_built_again(pool: PgPool) {
         .await
         .expect("applied");
     reserved_on(&pool, 5, &["Q-1".to_owned()], "SKU-Q", 1).await;
-    build_filter_of(&pool, day).await;
+    reservations_on_days(&pool, &[2, 3, 4, 6, 7]).await;
+    build_filters_of(&pool, &[2, 3, 4, 5, 6, 7]).await;
     sqlx::query("UPDATE inbox_ledger_filter SET orders = NULL WHERE event_day = $1")
         .bind(day)
         .execute(&pool)
@@ -726,4 +749,47 @@ async fn a_filter_built_without_order_ids_is_built_again(pool: PgPool) {
         "{rebuilt:?}"
     );
     assert_eq!(reservation_lookup(&pool, day).await, "filter");
+}
+
+/// While the window holds at most 4 closed days with reservations, the
+/// batch looks them up in full, not through their filters: the slots
+/// cleared change nothing.
+#[sqlx::test(migrations = false)]
+async fn a_few_closed_days_are_looked_up_in_full(pool: PgPool) {
+    let inbox = inbox(pool.clone(), &[("SKU-W", 100)]).await;
+    reserved_on(&pool, 4, &["W-0".to_owned()], "SKU-W", 1).await;
+    reservations_on_days(&pool, &[2, 3, 5]).await;
+    build_filters_of(&pool, &[2, 3, 4, 5]).await;
+    let day = (Utc::now() - chrono::Duration::days(4)).date_naive();
+    assert_eq!(reservation_lookup(&pool, day).await, "filter");
+    sqlx::query(
+        "UPDATE inbox_ledger_filter_slot
+         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
+    )
+    .execute(&pool)
+    .await
+    .expect("clear the slots");
+    let again = inbox
+        .apply_records(&records(&[order("W-0", "SKU-W", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!((again.business_duplicates, again.lines_reserved), (1, 0));
+    // A fifth day: through the filters, which the cleared slots empty.
+    reservations_on_days(&pool, &[6]).await;
+    build_filters_of(&pool, &[6]).await;
+    sqlx::query(
+        "UPDATE inbox_ledger_filter_slot
+         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
+    )
+    .execute(&pool)
+    .await
+    .expect("clear the slots");
+    let through = inbox
+        .apply_records(&records_at(0, 1, &[order("W-0", "SKU-W", 1)]), None)
+        .await
+        .expect("applied");
+    assert_eq!(
+        (through.business_duplicates, through.lines_reserved),
+        (0, 1)
+    );
 }
