@@ -88,6 +88,13 @@ BEGIN
 END
 $$;
 SQL
+    # The stock table as a fresh database's, on both: earlier runs' seeding
+    # and loads leave the history database's 1,000 rows spread over 128-164
+    # pages (a fresh one's stay at 12-57), and every batch walks a hot
+    # row's versions on a sparse page further (docs/benchmarks/2026-12-07.md,
+    # "The stock table's layout"). That is the state earlier runs left, like
+    # today's partitions above, not history.
+    psql -q "$PG/$database" -c "VACUUM (FULL, ANALYZE) inventory_stock"
     # The hourly maintenance: partitions, and the filters of closed days
     # (docs/design.md#the-filter-of-closed-days), as in production.
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" maintain >&2
