@@ -230,7 +230,9 @@ BEGIN
         --    orders, read now that their SKUs are locked: a line reserved
         --    before, or earlier in the batch, reserves nothing; an event all
         --    of whose lines are is a business duplicate. Only the days of
-        --    the window that may hold a reservation are looked up.
+        --    the window that may hold a reservation are looked up, a closed
+        --    day's only for the orders its filter may hold
+        --    (inbox_reservations_seen).
         SELECT inbox_today() - s.retention_days, r.first_day
         INTO window_from, reservations_from
         FROM inbox_settings s
@@ -238,11 +240,10 @@ BEGIN
         SELECT array_agg(o.order_id), array_agg(o.sku)
         INTO known_orders, known_skus
         FROM (SELECT DISTINCT o.order_id, o.sku
-              FROM order_reservation o
-              WHERE o.order_id = ANY (ARRAY(SELECT r.order_id FROM unnest(records)
-                                                WITH ORDINALITY AS r
-                                            WHERE verdict[r.ordinality] = 'fresh'))
-                AND o.reserved_day >= greatest(window_from, reservations_from)) AS o;
+              FROM inbox_reservations_seen(
+                       ARRAY(SELECT r.order_id FROM unnest(records) WITH ORDINALITY AS r
+                             WHERE verdict[r.ordinality] = 'fresh'),
+                       greatest(window_from, reservations_from)) AS o) AS o;
         step_times := inbox_step_time(step_times, 'reserved_before');
 
         -- The fresh events' lines that reserve nothing: reserved before
@@ -763,10 +764,10 @@ CREATE FUNCTION public.inbox_ledger_filter_may_hold(day date, id uuid) RETURNS b
 $$;
 
 --
--- Name: inbox_ledger_filter_publish(date, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: inbox_ledger_filter_publish(date, bigint, bigint, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) RETURNS void
+CREATE FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, orders bigint, words bigint) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
     AS $$
@@ -781,6 +782,7 @@ BEGIN
     UPDATE inbox_ledger_filter f
     SET built_writes = inbox_ledger_filter_publish.built_writes,
         ids = inbox_ledger_filter_publish.ids,
+        orders = inbox_ledger_filter_publish.orders,
         chunks = chunk_count,
         words = inbox_ledger_filter_publish.words,
         built_at = clock_timestamp()
@@ -1070,6 +1072,36 @@ END
 $$;
 
 --
+-- Name: inbox_reservation_closed_days(date); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservation_closed_days(from_day date) RETURNS TABLE(reserved_day date, word_offset integer, width integer, lookup text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    today date := inbox_today();
+BEGIN
+    RETURN QUERY
+    SELECT g.day::date, l.word_offset, l.width,
+           CASE WHEN f.orders IS NULL OR f.built_writes IS DISTINCT FROM f.late_writes
+                    THEN 'full'
+                WHEN f.ids = 0 THEN 'none'
+                WHEN l.built_at = f.built_at THEN 'filter'
+                ELSE 'full' END
+    FROM generate_series(greatest(from_day,
+                                  today - (SELECT s.retention_days FROM inbox_settings s)),
+                         today - 1, interval '1 day') AS g(day)
+    LEFT JOIN inbox_ledger_filter f ON f.event_day = g.day::date
+    LEFT JOIN (SELECT u.* FROM inbox_ledger_filter_layout AS layout,
+                      unnest(layout.days, layout.built_at, layout.offsets, layout.widths)
+                      AS u(event_day, built_at, word_offset, width)) AS l
+           ON l.event_day = g.day::date
+    ORDER BY g.day;
+END;
+$$;
+
+--
 -- Name: inbox_reservation_days(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1077,6 +1109,42 @@ CREATE FUNCTION public.inbox_reservation_days() RETURNS SETOF date
     LANGUAGE sql STABLE
     AS $$
     SELECT d FROM inbox_partition_days('order_reservation') AS d
+$$;
+
+--
+-- Name: inbox_reservation_filter_may_hold(date, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservation_filter_may_hold(day date, order_id text) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+    SELECT s.words[d.word_offset + ((h.h / l.slots) % d.width)::integer + 1] & h.mask = h.mask
+    FROM inbox_reservation_closed_days('-infinity') AS d
+    CROSS JOIN inbox_ledger_filter_layout l
+    CROSS JOIN LATERAL (SELECT hashtextextended(order_id, 0) & 2147483647 AS h,
+                               inbox_filter_mask(hashtextextended(order_id, 1)) AS mask) AS h
+    JOIN inbox_ledger_filter_slot s ON s.generation = l.generation AND s.slot = h.h % l.slots
+    WHERE d.reserved_day = day AND d.lookup = 'filter'
+$$;
+
+--
+-- Name: inbox_reservation_late_write(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservation_late_write() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    today date := inbox_clock_day();
+BEGIN
+    UPDATE inbox_ledger_filter f SET late_writes = f.late_writes + late.rows
+    FROM (SELECT reserved_day, count(*) AS rows FROM written
+          WHERE reserved_day < today GROUP BY reserved_day) AS late
+    WHERE f.event_day = late.reserved_day;
+    RETURN NULL;
+END;
 $$;
 
 --
@@ -1118,6 +1186,94 @@ BEGIN
     FROM order_reservation o
     WHERE o.order_id = ANY (orders)
       AND o.reserved_day >= (SELECT inbox_today() - s.retention_days FROM inbox_settings s);
+END;
+$$;
+
+--
+-- Name: inbox_reservations_seen(text[], date); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.inbox_reservations_seen(orders text[], from_day date) RETURNS TABLE(order_id text, sku text)
+    LANGUAGE plpgsql STABLE ROWS 10
+    SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    today date := inbox_today();
+    full_days date[];
+    filtered date[];
+    word_offsets integer[];
+    widths integer[];
+    layout inbox_ledger_filter_layout;
+    hit_orders text[];
+    hit_days date[];
+    first_hit date;
+    last_hit date;
+BEGIN
+    IF (SELECT count(*) FROM inbox_ledger_filter f
+        WHERE f.event_day >= from_day AND f.event_day < today
+          AND f.orders > 0) <= 4 THEN
+        RETURN QUERY
+        SELECT o.order_id, o.sku
+        FROM order_reservation o
+        WHERE o.order_id = ANY (orders)
+          AND o.reserved_day >= from_day;
+        RETURN;
+    END IF;
+
+    SELECT array_agg(c.reserved_day ORDER BY c.reserved_day) FILTER (WHERE c.lookup = 'full'),
+           array_agg(c.reserved_day ORDER BY c.reserved_day) FILTER (WHERE c.lookup = 'filter'),
+           array_agg(c.word_offset ORDER BY c.reserved_day) FILTER (WHERE c.lookup = 'filter'),
+           array_agg(c.width ORDER BY c.reserved_day) FILTER (WHERE c.lookup = 'filter')
+    INTO full_days, filtered, word_offsets, widths
+    FROM inbox_reservation_closed_days(from_day) AS c;
+
+    RETURN QUERY
+    SELECT o.order_id, o.sku
+    FROM order_reservation o
+    WHERE o.order_id = ANY (orders)
+      AND o.reserved_day >= greatest(today, from_day);
+
+    IF full_days IS NOT NULL THEN
+        RETURN QUERY
+        SELECT o.order_id, o.sku
+        FROM order_reservation o
+        WHERE o.order_id = ANY (orders)
+          AND o.reserved_day = ANY (full_days)
+          -- What the partitions are pruned by (not by `= ANY`).
+          AND o.reserved_day BETWEEN full_days[1] AND today - 1;
+    END IF;
+
+    IF filtered IS NULL THEN
+        RETURN;
+    END IF;
+    -- The orders a filtered day may hold, with that day: each order hashed
+    -- once, its slot row read once (the slots in one index scan), one
+    -- 64-bit word a day tested.
+    SELECT * INTO layout FROM inbox_ledger_filter_layout;
+    WITH i AS MATERIALIZED (
+        SELECT i.id, i.h % layout.slots AS slot, i.h / layout.slots AS rest,
+               inbox_filter_mask(hashtextextended(i.id, 1)) AS mask
+        FROM (SELECT id, hashtextextended(id, 0) & 2147483647 AS h
+              FROM unnest(orders) AS id) AS i
+    )
+    SELECT array_agg(i.id), array_agg(d.reserved_day), min(d.reserved_day),
+           max(d.reserved_day)
+    INTO hit_orders, hit_days, first_hit, last_hit
+    FROM i
+    JOIN inbox_ledger_filter_slot s
+      ON s.generation = layout.generation AND s.slot = i.slot
+    CROSS JOIN unnest(filtered, word_offsets, widths) AS d(reserved_day, word_offset, width)
+    WHERE s.slot = ANY (ARRAY(SELECT i.slot FROM i)::integer[])
+      AND s.words[d.word_offset + (i.rest % d.width)::integer + 1] & i.mask = i.mask;
+    IF hit_orders IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT o.order_id, o.sku
+    FROM unnest(hit_orders, hit_days) AS h(order_id, reserved_day)
+    JOIN order_reservation o ON o.order_id = h.order_id AND o.reserved_day = h.reserved_day
+    WHERE o.reserved_day BETWEEN first_hit AND last_hit;
 END;
 $$;
 
@@ -1303,7 +1459,8 @@ CREATE TABLE public.inbox_ledger_filter (
     chunks integer,
     built_at timestamp with time zone,
     closed_xid xid8,
-    words bigint
+    words bigint,
+    orders bigint
 );
 
 --
@@ -1715,6 +1872,12 @@ CREATE INDEX processed_inbox_offset_idx ON ONLY public.processed_inbox USING bri
 CREATE TRIGGER inbox_ledger_late_write AFTER INSERT ON public.processed_inbox REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION public.inbox_ledger_late_write();
 
 --
+-- Name: order_reservation inbox_reservation_late_write; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER inbox_reservation_late_write AFTER INSERT ON public.order_reservation REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION public.inbox_reservation_late_write();
+
+--
 -- Name: inbox_ledger_filter_chunk inbox_ledger_filter_chunk_event_day_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1796,11 +1959,11 @@ REVOKE ALL ON FUNCTION public.inbox_ledger_filter_layout_publish(generation inte
 GRANT ALL ON FUNCTION public.inbox_ledger_filter_layout_publish(generation integer, slots bigint, days date[], built_at timestamp with time zone[], offsets integer[], widths integer[]) TO inventory_app;
 
 --
--- Name: FUNCTION inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, orders bigint, words bigint); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, words bigint) TO inventory_app;
+REVOKE ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, orders bigint, words bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_ledger_filter_publish(day date, built_writes bigint, ids bigint, orders bigint, words bigint) TO inventory_app;
 
 --
 -- Name: FUNCTION inbox_ledger_filter_slots(generation integer, first integer, row_words integer, words bigint[]); Type: ACL; Schema: public; Owner: -
@@ -1883,10 +2046,28 @@ REVOKE ALL ON FUNCTION public.inbox_refuse(code text, message text, detail text)
 GRANT ALL ON FUNCTION public.inbox_refuse(code text, message text, detail text) TO inventory_app;
 
 --
+-- Name: FUNCTION inbox_reservation_closed_days(from_day date); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_reservation_closed_days(from_day date) TO inventory_app;
+
+--
 -- Name: FUNCTION inbox_reservation_days(); Type: ACL; Schema: public; Owner: -
 --
 
 GRANT ALL ON FUNCTION public.inbox_reservation_days() TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservation_filter_may_hold(day date, order_id text); Type: ACL; Schema: public; Owner: -
+--
+
+GRANT ALL ON FUNCTION public.inbox_reservation_filter_may_hold(day date, order_id text) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservation_late_write(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_reservation_late_write() FROM PUBLIC;
 
 --
 -- Name: FUNCTION inbox_reservations_close(); Type: ACL; Schema: public; Owner: -
@@ -1901,6 +2082,13 @@ GRANT ALL ON FUNCTION public.inbox_reservations_close() TO inventory_app;
 
 REVOKE ALL ON FUNCTION public.inbox_reservations_of(orders text[], locked bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.inbox_reservations_of(orders text[], locked bigint) TO inventory_app;
+
+--
+-- Name: FUNCTION inbox_reservations_seen(orders text[], from_day date); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.inbox_reservations_seen(orders text[], from_day date) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.inbox_reservations_seen(orders text[], from_day date) TO inventory_app;
 
 --
 -- Name: FUNCTION inbox_step_time(times jsonb, step text); Type: ACL; Schema: public; Owner: -
