@@ -56,6 +56,18 @@ async fn filter_is_clean(pool: &PgPool, day: chrono::NaiveDate) -> bool {
     .expect("the day's filter row")
 }
 
+/// Clears every word of the slots, as no one but the owner can: a closed
+/// day filtered looks as if it held no key.
+async fn clear_slots(pool: &PgPool) {
+    sqlx::query(
+        "UPDATE inbox_ledger_filter_slot
+         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
+    )
+    .execute(pool)
+    .await
+    .expect("clear the slots");
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     let inbox = inbox(pool.clone(), &[("SKU-F", 100_000)]).await;
@@ -124,13 +136,7 @@ async fn a_closed_days_filter_never_misses_an_id_it_holds(pool: PgPool) {
     // The slots decide: with their words cleared (as no one but the owner
     // can), the day is not looked up; the ledger's key still refuses the
     // second row, as it refuses a concurrent batch's, and nothing applies.
-    sqlx::query(
-        "UPDATE inbox_ledger_filter_slot
-         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
-    )
-    .execute(&pool)
-    .await
-    .expect("clear the slots");
+    clear_slots(&pool).await;
     let unseen = inbox
         .apply_records(&records_at(2, 0, &events[..1]), None)
         .await;
@@ -649,13 +655,7 @@ async fn a_closed_days_filter_holds_the_orders_its_reservations_name(pool: PgPoo
     );
     // The slots decide: with their words cleared (as no one but the owner
     // can), the day's orders are not looked up, and one reserves again.
-    sqlx::query(
-        "UPDATE inbox_ledger_filter_slot
-         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
-    )
-    .execute(&pool)
-    .await
-    .expect("clear the slots");
+    clear_slots(&pool).await;
     let unseen = inbox
         .apply_records(&records_at(1, 0, &[order("O-150", "SKU-O", 1)]), None)
         .await
@@ -762,13 +762,7 @@ async fn a_few_closed_days_are_looked_up_in_full(pool: PgPool) {
     build_filters_of(&pool, &[2, 3, 4, 5]).await;
     let day = (Utc::now() - chrono::Duration::days(4)).date_naive();
     assert_eq!(reservation_lookup(&pool, day).await, "filter");
-    sqlx::query(
-        "UPDATE inbox_ledger_filter_slot
-         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
-    )
-    .execute(&pool)
-    .await
-    .expect("clear the slots");
+    clear_slots(&pool).await;
     let again = inbox
         .apply_records(&records(&[order("W-0", "SKU-W", 1)]), None)
         .await
@@ -777,13 +771,7 @@ async fn a_few_closed_days_are_looked_up_in_full(pool: PgPool) {
     // A fifth day: through the filters, which the cleared slots empty.
     reservations_on_days(&pool, &[6]).await;
     build_filters_of(&pool, &[6]).await;
-    sqlx::query(
-        "UPDATE inbox_ledger_filter_slot
-         SET words = array_fill(0::bigint, ARRAY[cardinality(words)])",
-    )
-    .execute(&pool)
-    .await
-    .expect("clear the slots");
+    clear_slots(&pool).await;
     let through = inbox
         .apply_records(&records_at(0, 1, &[order("W-0", "SKU-W", 1)]), None)
         .await
