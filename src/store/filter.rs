@@ -32,10 +32,10 @@ const NO_STATEMENT_TIMEOUT: &str = "SET LOCAL statement_timeout = 0";
 /// Words of a chunk row of a day's filter: 3,968 bytes, two rows to a page.
 const CHUNK_WORDS: usize = 496;
 /// Bits of the filter per id at least (its words are a power of two, so 16
-/// to 32); an id sets 7 bits (`inbox_filter_mask`) in one 64-bit word: about 0.4 % false
-/// positives at 16 bits an id, 0.03 % at 32 (at 10 to 20 it was 1.9 % to
-/// 0.17 %: a false positive is a look-up of a closed day's key, a random
-/// page of an index of gigabytes at production size).
+/// to 32); an id sets 7 bits (`inbox_filter_mask`) in one 64-bit word:
+/// about 0.4 % false positives at 16 bits an id, 0.03 % at 32 (at 10 to 20
+/// it was 1.9 % to 0.17 %: a false positive is a look-up of a closed day's
+/// key, a random page of an index of gigabytes at production size).
 const BITS_PER_ID: i64 = 16;
 /// The most words a filter may have: its word is 31 bits of a hash.
 const MAX_WORDS: u64 = 1 << 31;
