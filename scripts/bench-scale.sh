@@ -11,8 +11,9 @@
 #                  days before today, SCALE_LINES (3) order lines each
 #   SCALE_PREFILL  events of the max-throughput run (default 100,000)
 #   SCALE_CEILING  events of the database-only ceiling (default 100,000)
-#   SCALE_ROUNDS   rounds (default 2): empty then history, alternating, so
-#                  that each history figure has an empty one beside it
+#   SCALE_ROUNDS   rounds (default 2): empty and history, each first in every
+#                  other round, so that each history figure has an empty one
+#                  beside it
 #
 # The history is written once, set-based in SQL (loadtest/sql/scale_history.sql,
 # minutes per 10 million events), into the database scale_history_<events>,
@@ -57,10 +58,15 @@ if ! exists "$history"; then
         -c "INSERT INTO scale_history_done VALUES ($(($(date +%s) - started)))"
 fi
 
-# Until no autovacuum works on the database (after a load, or a size's runs).
-autovacuum_idle() {
+# Before each measured run: the WAL of the runs before it checkpointed,
+# and no autovacuum working in any database. The two databases compared
+# share the cluster: the vacuum of one run's partitions, or the
+# checkpoint of its WAL, must not land in the next run, on the other
+# database.
+settle() {
+    psql -q "$PG/$1" -c "CHECKPOINT"
     until [[ $(psql -At "$PG/inventory" -c "SELECT count(*) FROM pg_stat_activity
-                WHERE backend_type = 'autovacuum worker' AND datname = '$1'") == 0 ]]; do
+                WHERE backend_type = 'autovacuum worker'") == 0 ]]; do
         sleep 2
     done
 }
@@ -98,14 +104,15 @@ SQL
     # The hourly maintenance: partitions, and the filters of closed days
     # (docs/design.md#the-filter-of-closed-days), as in production.
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" maintain >&2
-    autovacuum_idle "$database"
+    settle "$database"
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "steady_$size" \
         --report "$out/scale_${size}_steady.json" --duration 60 --rate 1400 --pause-for 0 \
         -- --warmup 5
+    settle "$database"
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "max_$size" \
         --report "$out/scale_${size}_max.json" --prefill "$prefill" \
         -- --duplicate-ratio 0 --poison-ratio 0
-    psql -At "$PG/$database" -c "CHECKPOINT" 2>/dev/null || true
+    settle "$database"
     psql -At -F' ' "$PG/$database" -f loadtest/sql/storage_snapshot.sql > "$out/scale_${size}_before.txt"
     DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" db-ceiling --consumer-name "ceiling-$size" \
         --events "$ceiling" --report "$out/scale_${size}_ceiling.json"
@@ -115,8 +122,15 @@ SQL
 for round in $(seq 1 "$rounds"); do
     empty="bench_ceiling_scale_empty_$$_$round"
     psql -q "$PG/inventory" -c "CREATE DATABASE $empty"
-    measure empty "$empty" "$round"
-    measure history "$history" "$round"
+    # Each database first in every other round: what a run leaves for the
+    # one after it (a cache, a vacuum) falls on both alike.
+    if ((round % 2)); then
+        measure empty "$empty" "$round"
+        measure history "$history" "$round"
+    else
+        measure history "$history" "$round"
+        measure empty "$empty" "$round"
+    fi
     psql -q "$PG/inventory" -c "DROP DATABASE $empty WITH (FORCE)"
 done
 # The table is this checkout's own build (its make target builds it), not

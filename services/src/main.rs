@@ -116,7 +116,8 @@ const RUN_DATABASES: &str =
     "^((inbox_test|never_migrated|lt|chaos|bench_ceiling|bench_floor)_|_sqlx_test_)";
 /// The role and database of the default DATABASE_URL (docs/design.md#configuration).
 /// CREATEDB: tests create a database each; CREATEROLE: migrations create a
-/// least-privilege role.
+/// least-privilege role; pg_checkpoint: a benchmark settles the cluster
+/// between two runs it compares (scripts/bench-scale.sh).
 const BOOTSTRAP: &str = "DO $$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'inventory') THEN
         CREATE ROLE inventory LOGIN CREATEDB CREATEROLE PASSWORD 'inventory';
@@ -128,6 +129,7 @@ SELECT 'CREATE DATABASE inventory OWNER inventory'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'inventory')
 \\gexec
 ALTER DATABASE inventory OWNER TO inventory;
+GRANT pg_checkpoint TO inventory;
 ";
 
 fn shared_cluster() -> Cluster {
