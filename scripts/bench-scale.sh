@@ -64,7 +64,7 @@ fi
 # checkpoint of its WAL, must not land in the next run, on the other
 # database.
 settle() {
-    psql -q "$PG/$1" -c "CHECKPOINT"
+    psql -q "$PG/inventory" -c "CHECKPOINT"
     until [[ $(psql -At "$PG/inventory" -c "SELECT count(*) FROM pg_stat_activity
                 WHERE backend_type = 'autovacuum worker'") == 0 ]]; do
         sleep 2
@@ -104,15 +104,15 @@ SQL
     # The hourly maintenance: partitions, and the filters of closed days
     # (docs/design.md#the-filter-of-closed-days), as in production.
     DATABASE_URL="$PG/$database" "$BIN/inventory-inbox" maintain >&2
-    settle "$database"
+    settle
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "steady_$size" \
         --report "$out/scale_${size}_steady.json" --duration 60 --rate 1400 --pause-for 0 \
         -- --warmup 5
-    settle "$database"
+    settle
     LOADTEST_DATABASE=$database scripts/loadtest.sh --scenario "max_$size" \
         --report "$out/scale_${size}_max.json" --prefill "$prefill" \
         -- --duplicate-ratio 0 --poison-ratio 0
-    settle "$database"
+    settle
     psql -At -F' ' "$PG/$database" -f loadtest/sql/storage_snapshot.sql > "$out/scale_${size}_before.txt"
     DATABASE_URL="$PG/$database" "$BIN/inbox-loadgen" db-ceiling --consumer-name "ceiling-$size" \
         --events "$ceiling" --report "$out/scale_${size}_ceiling.json"
