@@ -611,13 +611,20 @@ mod tests {
         let total = 2 * WORDS_PER_STATEMENT + 5;
         let mut parts = Parts::of(total);
         let mut written = Vec::new();
-        for (word, bits) in [(3, 0b101), (2 * WORDS_PER_STATEMENT + 1, 7)] {
+        // A part's first word is the part's, not the one before's.
+        let words = [
+            (3, 0b101),
+            (WORDS_PER_STATEMENT, 9),
+            (2 * WORDS_PER_STATEMENT + 1, 7),
+        ];
+        for (word, bits) in words {
             while let Some(full) = parts.full_before(word) {
                 written.push(full);
             }
             parts.set(day, word, bits).expect("in order");
         }
         assert!(parts.set(day, 2, 1).is_err(), "a word sent out of order");
+        assert!(parts.set(day, total, 1).is_err(), "a word past the filter");
         written.extend(parts.rest());
         let shape: Vec<_> = written
             .iter()
@@ -632,7 +639,8 @@ mod tests {
             ]
         );
         assert_eq!(written[0].words[3], 0b101);
-        assert!(written[1].words.iter().all(|word| *word == 0), "clear");
+        assert_eq!(written[1].words[0], 9);
+        assert!(written[1].words[1..].iter().all(|word| *word == 0), "clear");
         assert_eq!(written[2].words, [0, 7, 0, 0, 0]);
         let (_, rows) = written[2].chunk_rows();
         assert_eq!(
