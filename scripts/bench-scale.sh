@@ -4,7 +4,9 @@
 # holds SCALE_EVENTS events of history (docs/design.md#storage), in the same
 # run. Per size: steady p50/p95/p99, batch p95, max events/s, the ceiling,
 # the bytes per event of each table and of the WAL (measured across the
-# ceiling's SCALE_CEILING events), index sizes and autovacuum runs.
+# ceiling's SCALE_CEILING events: a young day being written), the bytes per
+# row of the ledger and the reservations as whole tables (on the history:
+# mostly closed days, compacted), index sizes and autovacuum runs.
 # Writes .local/bench/scale.json and prints a table.
 #
 #   SCALE_EVENTS   events of history (default 30,000,000), over SCALE_DAYS (3)
